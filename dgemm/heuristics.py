@@ -1,0 +1,184 @@
+"""Kernel selection: (kind, m, n, k, groups, SMs, arch) -> KernelSpec.
+
+Pure Python and GPU-free, so a CPU-only prewarm host computes exactly the specs (and therefore
+the cache keys) that a GPU rank will ask for. Everything a `KernelSpec` fixes becomes a template
+argument of the CUDA kernel; only M, pointers and tensor maps arrive at run time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+
+KINDS = ("fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked")
+GEMM_TYPES = {
+    "fp8_gemm_nt": "normal",
+    "m_grouped_fp8_gemm_nt_contiguous": "grouped_contiguous",
+    "m_grouped_fp8_gemm_nt_masked": "grouped_masked",
+}
+# Enum names of `dgemm::GemmType` in csrc/dgemm/scheduler.cuh.
+_CPP_GEMM_TYPE = {
+    "normal": "GemmType::Normal",
+    "grouped_contiguous": "GemmType::GroupedContiguous",
+    "grouped_masked": "GemmType::GroupedMasked",
+}
+
+BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
+HOPPER_SMEM_CAPACITY = 232_448     # bytes of dynamic shared memory one sm_90 CTA may use
+HOPPER_ARCHS = ("sm_90a",)
+FORMAT_VERSION = 1                 # bump when the meaning of a spec field changes
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """Everything that is compiled into one kernel. Hashable; `to_json()` is canonical."""
+    kernel: str                # "fp8_gemm" (sm_90a, TMA + WGMMA) or "fp8_gemm_portable" (sm_80+)
+    gemm_type: str             # "normal" | "grouped_contiguous" | "grouped_masked"
+    n: int
+    k: int
+    num_groups: int
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_tma_multicast: int     # CTAs per cluster sharing one TMA load (1 = no multicast)
+    multicast_on_a: bool       # True: the cluster shares A tiles (same m, different n)
+    num_sms: int               # persistent grid size (0 for the non-persistent portable kernel)
+    arch: str                  # "sm_90a", "sm_80", ...
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelSpec":
+        return cls(**json.loads(text))
+
+    # --- what the JIT needs to instantiate the kernel ------------------------------------
+    @property
+    def header(self) -> str:
+        return f"dgemm/{self.kernel}.cuh"
+
+    @property
+    def num_math_threads(self) -> int:
+        # One WGMMA warpgroup per 64 rows of the tile.
+        return 128 * (self.block_m // 64) if self.kernel == "fp8_gemm" else 0
+
+    @property
+    def num_threads(self) -> int:
+        if self.kernel == "fp8_gemm":
+            return 128 + self.num_math_threads       # one TMA producer warpgroup + math warpgroups
+        return _PORTABLE_THREADS
+
+    def cpp_instance(self) -> str:
+        """The C++ template-id that the generated source instantiates."""
+        gemm_type = "dgemm::" + _CPP_GEMM_TYPE[self.gemm_type]
+        if self.kernel == "fp8_gemm":
+            args = (gemm_type, self.n, self.k, self.num_groups, self.block_m, self.block_n,
+                    self.block_k, self.num_stages, self.num_tma_multicast,
+                    "true" if self.multicast_on_a else "false", self.num_sms, self.num_math_threads)
+            return "dgemm::fp8_gemm_kernel<" + ", ".join(str(a) for a in args) + ">"
+        args = (gemm_type, self.n, self.k, self.num_groups, self.block_m, self.block_n,
+                self.block_k, _PORTABLE_THREADS)
+        return "dgemm::fp8_gemm_portable_kernel<" + ", ".join(str(a) for a in args) + ">"
+
+    @property
+    def smem_bytes(self) -> int:
+        if self.kernel == "fp8_gemm":
+            return hopper_smem_bytes(self.block_m, self.block_n, self.k, self.num_stages)
+        return portable_smem_bytes(self.block_m, self.block_n, self.block_k)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+# ------------------------------------------------------------------------------------------
+# Hopper (sm_90a) kernel: csrc/dgemm/fp8_gemm.cuh
+# ------------------------------------------------------------------------------------------
+def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> int:
+    """Mirror of the shared-memory carving in csrc/dgemm/fp8_gemm.cuh (keep the two in sync)."""
+    smem_d = block_m * (block_n * 2 + 16)                 # bf16 output tile, rows padded 16 B
+    smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
+    smem_b = block_n * BLOCK_K
+    smem_scales_a = block_m * 4
+    smem_scales_b = ceil_div(ceil_div(k, BLOCK_K) * 2 * 4, 16) * 16   # two n-scale rows
+    barriers = num_stages * 2 * 8
+    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + smem_scales_b + barriers
+
+
+def _hopper_block_ns(block_m: int) -> range:
+    # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers.
+    return range(16, 161, 8)
+
+
+@functools.lru_cache(maxsize=4096)
+def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+                   num_sms: int) -> KernelSpec:
+    block_m = 64 if m <= 64 else 128
+    m_blocks = ceil_div(m, block_m) * (num_groups if gemm_type == "grouped_masked" else 1)
+
+    def score(block_n: int):
+        tiles = m_blocks * ceil_div(n, block_n)
+        waves = ceil_div(tiles, num_sms)
+        last_wave = tiles - (waves - 1) * num_sms
+        # Work each SM does, in tile area (the slowest SM sets the time), then prefer a full
+        # last wave, then less wasted area beyond N, then the larger tile (better reuse).
+        return (waves * block_n, -last_wave, ceil_div(n, block_n) * block_n - n, -block_n)
+
+    block_n = min(_hopper_block_ns(block_m), key=score)
+
+    # Deepest pipeline that fits: more bytes in flight hides TMA latency on the small-M shapes.
+    num_stages = 0
+    for stages in range(16, 2, -1):
+        if hopper_smem_bytes(block_m, block_n, k, stages) <= HOPPER_SMEM_CAPACITY:
+            num_stages = stages
+            break
+    if num_stages == 0:
+        raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
+                         f"k={k}")
+
+    return KernelSpec(kernel="fp8_gemm", gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
+                      block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=num_stages,
+                      num_tma_multicast=1, multicast_on_a=False, num_sms=num_sms, arch="sm_90a")
+
+
+# ------------------------------------------------------------------------------------------
+# Portable (sm_80+) kernel: csrc/dgemm/fp8_gemm_portable.cuh
+# ------------------------------------------------------------------------------------------
+_PORTABLE_THREADS = 128
+
+
+def portable_smem_bytes(block_m: int, block_n: int, block_k: int) -> int:
+    """Mirror of the shared-memory carving in csrc/dgemm/fp8_gemm_portable.cuh."""
+    return 2 * (block_m + block_n) * block_k   # two stages of fp8 A and B tiles
+
+
+@functools.lru_cache(maxsize=4096)
+def _select_portable(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+                     arch: str) -> KernelSpec:
+    return KernelSpec(kernel="fp8_gemm_portable", gemm_type=gemm_type, n=n, k=k,
+                      num_groups=num_groups, block_m=64, block_n=64, block_k=BLOCK_K,
+                      num_stages=2, num_tma_multicast=1, multicast_on_a=False, num_sms=0,
+                      arch=arch)
+
+
+# ------------------------------------------------------------------------------------------
+def select(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int = 132,
+           arch: str = "sm_90a") -> KernelSpec:
+    """Pick the kernel for one call. `m` is the (expected) rows per group for grouped kinds
+    (the masked layout's `expected_m`, the contiguous layout's total rows)."""
+    if kind not in GEMM_TYPES:
+        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+    for name, value in (("m", m), ("n", n), ("k", k), ("num_groups", num_groups),
+                        ("num_sms", num_sms)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"select: {name} must be a positive int; got {value!r}")
+    if k % BLOCK_K != 0:
+        raise ValueError(f"select: k must be a multiple of {BLOCK_K}; got {k}")
+    gemm_type = GEMM_TYPES[kind]
+    if arch in HOPPER_ARCHS:
+        return _select_hopper(gemm_type, m, n, k, num_groups, num_sms)
+    if not arch.startswith("sm_") or not arch[3:].rstrip("a").isdigit() or int(
+            arch[3:].rstrip("a")) < 80:
+        raise ValueError(f"select: arch must be sm_80 or newer (e.g. 'sm_90a'); got {arch!r}")
+    return _select_portable(gemm_type, m, n, k, num_groups, arch)
