@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 
 KINDS = ("fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked")
 GEMM_TYPES = {
@@ -97,7 +98,8 @@ def ceil_div(a: int, b: int) -> int:
 # ------------------------------------------------------------------------------------------
 def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> int:
     """Mirror of the shared-memory carving in csrc/dgemm/fp8_gemm.cuh (keep the two in sync)."""
-    smem_d = block_m * (block_n * 2 + 16)                 # bf16 output tile, rows padded 16 B
+    pitch = block_n * 2 + (16 if block_n % 16 == 0 else 0)   # bank-conflict-free bf16 rows
+    smem_d = block_m * pitch
     smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
     smem_b = block_n * BLOCK_K
     smem_scales_a = block_m * 4
@@ -106,9 +108,10 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
     return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + smem_scales_b + barriers
 
 
-def _hopper_block_ns(block_m: int) -> range:
-    # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers.
-    return range(16, 161, 8)
+def _hopper_block_ns(block_m: int) -> tuple:
+    # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers, and a
+    # tile may touch at most two 128-column B-scale blocks (152 could touch three).
+    return tuple(n for n in range(16, 161, 8) if n + 128 - math.gcd(n, 128) <= 256)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -16,6 +16,9 @@ using uint8_t = unsigned char;
 enum class GemmType : uint32_t { Normal = 0, GroupedContiguous = 1, GroupedMasked = 2 };
 
 template <typename T>
+__host__ __device__ constexpr T gcd(T a, T b) { return b == 0 ? a : gcd(b, a % b); }
+
+template <typename T>
 __host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
 }  // namespace dgemm

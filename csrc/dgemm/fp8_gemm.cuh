@@ -1,0 +1,263 @@
+#pragma once
+// FP8 block-scaled GEMM for sm_90a: D[M,N] (bf16) = A[M,K] (e4m3, 1x128 scales) . B[N,K]^T
+// (e4m3, 128x128 scales), plus the grouped contiguous / masked MoE variants.
+//
+// Persistent, warp-specialised: warpgroup 0 is the TMA producer filling a kNumStages ring of
+// shared-memory stages (full/empty mbarriers per stage); the math warpgroups (one per 64 rows
+// of the tile) run FP8 WGMMA on each 128-wide K block into a temporary FP32 accumulator and
+// promote it into the final accumulator with the A and B scales of that block. The epilogue
+// stages the bf16 tile in padded shared memory and writes it with coalesced 16-byte stores,
+// skipping rows that must not be written (M tail, padding rows, masked rows).
+#include "mma_utils.cuh"
+#include "scheduler.cuh"
+#include "tma_utils.cuh"
+
+namespace dgemm {
+
+template <uint32_t BLOCK_N>
+struct EpilogueLayout {
+    // Row pitch of the staged bf16 tile: a multiple of 16 bytes (vector reads) whose word
+    // count is 4 mod 8, so the 8 rows a warp writes at once fall into distinct banks.
+    static constexpr uint32_t kPitchBytes = BLOCK_N * 2 + (BLOCK_N % 16 == 0 ? 16 : 0);
+};
+
+template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumGroups,
+          uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
+          uint32_t kNumTMAMulticast, bool kIsTMAMulticastOnA, uint32_t kNumSMs,
+          uint32_t kNumMathThreads>
+__global__ void __launch_bounds__(128 + kNumMathThreads, 1)
+fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
+                uint32_t shape_m,
+                const __grid_constant__ TmaDescriptor tma_a,
+                const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TmaDescriptor tma_scales_a) {
+#if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    // ---- Checks -------------------------------------------------------------------------
+    static_assert(BLOCK_K == 128, "one FP8 scale per 128-wide K block: BLOCK_K must be 128");
+    static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
+    static_assert(BLOCK_M == 64 or BLOCK_M == 128, "one WGMMA warpgroup per 64 rows");
+    static_assert(kNumMathThreads == BLOCK_M * 2, "128 math threads per 64 rows");
+    static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
+    static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
+                  "a tile may span at most two 128-column B-scale blocks");
+    static_assert(kNumTMAMulticast == 1, "TMA multicast is not implemented yet");
+    static_assert(kGemmType == GemmType::Normal or kNumGroups >= 1, "group count");
+
+    // ---- Types and sizes ----------------------------------------------------------------
+    using WGMMA = WgmmaFp8<BLOCK_N>;
+    constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
+    constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K;
+    constexpr uint32_t kNumScaleRowsB = ceil_div(SHAPE_N, 128u);
+    constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // BLOCK_N / 2 per thread
+    constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
+    constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
+    constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;      // fp8: 1 byte each
+    constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
+    constexpr uint32_t SMEM_SCALES_A_SIZE_PER_STAGE = BLOCK_M * sizeof(float);
+    constexpr uint32_t kStageBytes =
+        SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE + SMEM_SCALES_A_SIZE_PER_STAGE;
+    static_assert(SMEM_D_SIZE % 1024 == 0, "A/B tiles after D must stay 1024-byte aligned");
+    static_assert(SMEM_A_SIZE_PER_STAGE % 1024 == 0 and SMEM_B_SIZE_PER_STAGE % 1024 == 0,
+                  "128B-swizzled tiles must be 1024-byte aligned");
+    // NOTES: keep in sync with dgemm/heuristics.py:hopper_smem_bytes.
+
+    // ---- Register budgets (setmaxnreg) --------------------------------------------------
+    constexpr uint32_t kNumTMARegisters = 40;
+    constexpr uint32_t kNumMathRegisters = kNumMathThreads == 128 ? 240 : 232;
+
+    // ---- Shared memory carving ----------------------------------------------------------
+    extern __shared__ __align__(1024) uint8_t smem_buffer[];
+    uint8_t* smem_d = smem_buffer;
+    uint8_t* smem_a = smem_d + SMEM_D_SIZE;
+    uint8_t* smem_b = smem_a + kNumStages * SMEM_A_SIZE_PER_STAGE;
+    float* smem_scales_a =
+        reinterpret_cast<float*>(smem_b + kNumStages * SMEM_B_SIZE_PER_STAGE);
+    // The heuristics reserve room for B scales after A scales; this kernel reads B scales
+    // straight from global memory (L1-resident), so barriers follow directly.
+    MBarrier* full_barriers = reinterpret_cast<MBarrier*>(
+        reinterpret_cast<uint8_t*>(smem_scales_a + kNumStages * BLOCK_M) +
+        ceil_div(kNumKBlocks * 2 * 4, 16u) * 16);
+    MBarrier* empty_barriers = full_barriers + kNumStages;
+
+    const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
+    const uint32_t lane_idx = lane_index();
+
+    // ---- Descriptor prefetch and barrier init -------------------------------------------
+    if (threadIdx.x == 0) {
+        tma_prefetch_descriptor(&tma_a);
+        tma_prefetch_descriptor(&tma_b);
+        tma_prefetch_descriptor(&tma_scales_a);
+        for (uint32_t i = 0; i < kNumStages; ++i) {
+            full_barriers[i].init(1);                          // producer's expect_tx arrive
+            empty_barriers[i].init(kNumMathThreads / 32);      // one arrive per math warp
+        }
+        fence_view_async_shared();
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups>(
+        shape_m, grouped_layout);
+    uint32_t m_block, n_block, group;
+
+    if (threadIdx.x < 128) {
+        // ==== TMA producer warpgroup =====================================================
+        warpgroup_reg_dealloc<kNumTMARegisters>();
+        if (warp_idx == 0 and lane_idx == 0) {
+            uint32_t iteration = 0;
+            while (scheduler.next(m_block, n_block, group)) {
+                const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
+                const int32_t b_row = static_cast<int32_t>(
+                    (kGemmType == GemmType::Normal ? 0 : group * SHAPE_N) + n_block * BLOCK_N);
+                // A scales are MN-major: [K/128 (x groups), rows]; masked groups stack along K.
+                const int32_t sa_col = static_cast<int32_t>(m_block * BLOCK_M);
+                const int32_t sa_row_base = static_cast<int32_t>(
+                    kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
+                for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block, ++iteration) {
+                    const uint32_t stage = iteration % kNumStages;
+                    const uint32_t phase = (iteration / kNumStages) & 1;
+                    empty_barriers[stage].wait(phase ^ 1);
+                    MBarrier* full = full_barriers + stage;
+                    full->arrive_expect_tx(kStageBytes);
+                    const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
+                    tma_load_2d(&tma_a, full, smem_a + stage * SMEM_A_SIZE_PER_STAGE, k, a_row);
+                    tma_load_2d(&tma_b, full, smem_b + stage * SMEM_B_SIZE_PER_STAGE, k, b_row);
+                    tma_load_2d(&tma_scales_a, full, smem_scales_a + stage * BLOCK_M, sa_col,
+                                sa_row_base + static_cast<int32_t>(k_block));
+                }
+            }
+        }
+    } else {
+        // ==== WGMMA math warpgroups ======================================================
+        warpgroup_reg_alloc<kNumMathRegisters>();
+        const uint32_t math_thread = threadIdx.x - 128;
+        const uint32_t math_wg = math_thread / 128;                // 64-row slice of the tile
+        const uint32_t warp_in_wg = (math_thread / 32) % 4;
+        // Accumulator fragment: rows r0 and r0 + 8, columns 8 * i + 2 * (lane % 4) + {0, 1}.
+        const uint32_t r0 = math_wg * WGMMA_M + warp_in_wg * 16 + lane_idx / 4;
+
+        float accum[kNumAccum], final_accum[kNumAccum];
+        uint32_t iteration = 0;
+
+        while (scheduler.next(m_block, n_block, group)) {
+            // B scales of this tile: a tile may straddle two 128-column scale blocks.
+            const uint32_t n_start = n_block * BLOCK_N;
+            const float* sb_lo = scales_b +
+                (group * kNumScaleRowsB + n_start / 128) * kNumKBlocks;
+            const bool straddles = (n_start % 128) + BLOCK_N > 128 and
+                                   n_start / 128 + 1 < kNumScaleRowsB;
+            const float* sb_hi = straddles ? sb_lo + kNumKBlocks : sb_lo;
+            const uint32_t split_col = 128 - n_start % 128;   // first column using sb_hi
+
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumAccum; ++i)
+                final_accum[i] = 0.0f;
+
+            float next_sb_lo = __ldg(sb_lo), next_sb_hi = __ldg(sb_hi);
+            for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block, ++iteration) {
+                const uint32_t stage = iteration % kNumStages;
+                const uint32_t phase = (iteration / kNumStages) & 1;
+                const float b_lo = next_sb_lo, b_hi = next_sb_hi;
+                if (k_block + 1 < kNumKBlocks) {
+                    next_sb_lo = __ldg(sb_lo + k_block + 1);
+                    next_sb_hi = __ldg(sb_hi + k_block + 1);
+                }
+                full_barriers[stage].wait(phase);
+
+                const float a0 = smem_scales_a[stage * BLOCK_M + r0];
+                const float a1 = smem_scales_a[stage * BLOCK_M + r0 + 8];
+
+                const uint8_t* a_tile = smem_a + stage * SMEM_A_SIZE_PER_STAGE +
+                                        math_wg * WGMMA_M * BLOCK_K;
+                const uint8_t* b_tile = smem_b + stage * SMEM_B_SIZE_PER_STAGE;
+                const uint64_t desc_a = make_smem_desc_k128b(a_tile);
+                const uint64_t desc_b = make_smem_desc_k128b(b_tile);
+
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(accum[i]);
+                wgmma_fence();
+                #pragma unroll
+                for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
+                    // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
+                    WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4),
+                               accum, k > 0);
+                }
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(accum[i]);
+
+                // The stage (tiles and A scales) is no longer needed: hand it back.
+                __syncwarp();
+                if (lane_idx == 0)
+                    empty_barriers[stage].arrive();
+
+                // Promote: final += accum * scale_a(row) * scale_b(column block).
+                const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
+                const float s0_hi = a0 * b_hi, s1_hi = a1 * b_hi;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                    const bool lo = i * 8 < split_col;
+                    const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
+                    final_accum[i * 4 + 0] += s0 * accum[i * 4 + 0];
+                    final_accum[i * 4 + 1] += s0 * accum[i * 4 + 1];
+                    final_accum[i * 4 + 2] += s1 * accum[i * 4 + 2];
+                    final_accum[i * 4 + 3] += s1 * accum[i * 4 + 3];
+                }
+            }
+
+            // ---- Epilogue: registers -> padded smem -> coalesced global stores ----------
+            const uint32_t barrier_id = 1 + math_wg;
+            uint8_t* wg_smem_d = smem_d + math_wg * WGMMA_M * SMEM_D_PITCH;
+            named_barrier_sync(barrier_id, 128);      // previous tile's reads are done
+            {
+                const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
+                const uint32_t col_bytes = (lane_idx % 4) * 4;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                    uint8_t* p = wg_smem_d + row * SMEM_D_PITCH + i * 16 + col_bytes;
+                    *reinterpret_cast<uint32_t*>(p) =
+                        pack_bf16x2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                    *reinterpret_cast<uint32_t*>(p + 8 * SMEM_D_PITCH) =
+                        pack_bf16x2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                }
+            }
+            named_barrier_sync(barrier_id, 128);
+
+            const uint32_t tile_row0 = math_wg * WGMMA_M;
+            const uint64_t d_row0 = scheduler.global_row(m_block, group) + tile_row0;
+            if constexpr (SHAPE_N % 8 == 0) {
+                // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
+                constexpr uint32_t kVecsPerRow = BLOCK_N / 8;
+                #pragma unroll 4
+                for (uint32_t v = math_thread % 128; v < WGMMA_M * kVecsPerRow; v += 128) {
+                    const uint32_t row = v / kVecsPerRow, col = (v % kVecsPerRow) * 8;
+                    if (n_start + col >= SHAPE_N or
+                        not scheduler.row_valid(m_block, group, tile_row0 + row))
+                        continue;
+                    const uint4 value =
+                        *reinterpret_cast<const uint4*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
+                    *reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + n_start + col) = value;
+                }
+            } else {
+                #pragma unroll 4
+                for (uint32_t e = math_thread % 128; e < WGMMA_M * BLOCK_N; e += 128) {
+                    const uint32_t row = e / BLOCK_N, col = e % BLOCK_N;
+                    if (n_start + col >= SHAPE_N or
+                        not scheduler.row_valid(m_block, group, tile_row0 + row))
+                        continue;
+                    d[(d_row0 + row) * SHAPE_N + n_start + col] =
+                        *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
+                }
+            }
+        }
+    }
+#else
+    // This kernel needs wgmma/setmaxnreg: it only has a body when compiled for sm_90a.
+    asm volatile("trap;");
+#endif
+}
+
+}  // namespace dgemm

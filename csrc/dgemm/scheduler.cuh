@@ -1,0 +1,108 @@
+#pragma once
+// Persistent tile scheduler shared by the three GEMM variants. Tiles are handed out
+// round-robin (tile = blockIdx.x + i * gridDim.x); within a band of kNumNBlocksPerBand
+// n-blocks the order is n-fastest so that the CTAs of one wave share A and B tiles in L2.
+#include "utils.cuh"
+
+namespace dgemm {
+
+template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N,
+          uint32_t kNumGroups, uint32_t kNumNBlocksPerBand = 16>
+struct Scheduler {
+    static constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
+
+    // Normal and contiguous: the M of the whole problem. Masked: max_m (rows per group).
+    uint32_t shape_m;
+    const int32_t* grouped_layout;   // contiguous: m_indices; masked: masked_m; else unused
+    int32_t iter = -1;
+
+    // Masked layout: groups are walked in order; these track the group of the current tile.
+    uint32_t group_idx = 0;
+    uint32_t group_first_tile = 0;   // index of the group's first tile in the global order
+    uint32_t group_num_m_blocks = 0;
+
+    __device__ __forceinline__ Scheduler(uint32_t shape_m, const int32_t* grouped_layout)
+        : shape_m(shape_m), grouped_layout(grouped_layout) {
+        if constexpr (kGemmType == GemmType::GroupedMasked)
+            group_num_m_blocks = masked_m_blocks(0);
+    }
+
+    // Valid rows of a masked group, clamped to max_m so a bad masked_m cannot write past it.
+    __device__ __forceinline__ uint32_t masked_rows(uint32_t group) const {
+        const int32_t rows = __ldg(grouped_layout + group);
+        return rows > 0 ? min(static_cast<uint32_t>(rows), shape_m) : 0;
+    }
+
+    __device__ __forceinline__ uint32_t masked_m_blocks(uint32_t group) const {
+        return ceil_div(masked_rows(group), BLOCK_M);
+    }
+
+    // Rasterise a tile index inside an (num_m_blocks x kNumNBlocks) grid.
+    __device__ __forceinline__ static void tile_coords(uint32_t tile, uint32_t num_m_blocks,
+                                                       uint32_t& m_block, uint32_t& n_block) {
+        const uint32_t tiles_per_band = num_m_blocks * kNumNBlocksPerBand;
+        const uint32_t band = tile / tiles_per_band;
+        const uint32_t first_n = band * kNumNBlocksPerBand;
+        const uint32_t n_in_band = min(kNumNBlocksPerBand, kNumNBlocks - first_n);
+        const uint32_t in_band = tile - band * tiles_per_band;
+        m_block = in_band / n_in_band;
+        n_block = first_n + in_band % n_in_band;
+    }
+
+    // Next tile of this CTA: returns false when there is none. `group` is the B/scale group.
+    __device__ __forceinline__ bool next(uint32_t& m_block, uint32_t& n_block, uint32_t& group) {
+        while (true) {
+            const uint32_t tile = blockIdx.x + static_cast<uint32_t>(++iter) * gridDim.x;
+            if constexpr (kGemmType == GemmType::GroupedMasked) {
+                // Walk forward to the group that holds `tile` (tiles only ever increase).
+                while (tile >= group_first_tile + group_num_m_blocks * kNumNBlocks) {
+                    group_first_tile += group_num_m_blocks * kNumNBlocks;
+                    if (++group_idx >= kNumGroups)
+                        return false;
+                    group_num_m_blocks = masked_m_blocks(group_idx);
+                }
+                tile_coords(tile - group_first_tile, group_num_m_blocks, m_block, n_block);
+                group = group_idx;
+                return true;
+            } else {
+                const uint32_t num_m_blocks = ceil_div(shape_m, BLOCK_M);
+                if (tile >= num_m_blocks * kNumNBlocks)
+                    return false;
+                tile_coords(tile, num_m_blocks, m_block, n_block);
+                if constexpr (kGemmType == GemmType::GroupedContiguous) {
+                    // Groups are padded to the M alignment, so a block that starts with a
+                    // padding row (-1) holds no valid row: skip it without any work.
+                    const int32_t g = __ldg(grouped_layout + m_block * BLOCK_M);
+                    if (g < 0 or g >= static_cast<int32_t>(kNumGroups))
+                        continue;
+                    group = static_cast<uint32_t>(g);
+                } else {
+                    group = 0;
+                }
+                return true;
+            }
+        }
+    }
+
+    // Row of A / D (in the 2-D [rows, K] / [rows, N] views) where this tile starts.
+    __device__ __forceinline__ uint32_t global_row(uint32_t m_block, uint32_t group) const {
+        if constexpr (kGemmType == GemmType::GroupedMasked)
+            return group * shape_m + m_block * BLOCK_M;
+        return m_block * BLOCK_M;
+    }
+
+    // Is row `row_in_tile` of this tile a real output row?
+    __device__ __forceinline__ bool row_valid(uint32_t m_block, uint32_t group,
+                                              uint32_t row_in_tile) const {
+        const uint32_t m = m_block * BLOCK_M + row_in_tile;
+        if constexpr (kGemmType == GemmType::GroupedMasked) {
+            return m < masked_rows(group);
+        } else if constexpr (kGemmType == GemmType::GroupedContiguous) {
+            return m < shape_m && __ldg(grouped_layout + m) == static_cast<int32_t>(group);
+        } else {
+            return m < shape_m;
+        }
+    }
+};
+
+}  // namespace dgemm

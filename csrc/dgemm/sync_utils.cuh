@@ -1,0 +1,90 @@
+#pragma once
+// mbarrier, named-barrier and fence wrappers (PTX ISA 8.x, sm_90).
+#include "utils.cuh"
+
+namespace dgemm {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
+    uint32_t addr;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(addr) : "l"(ptr));
+    return addr;
+}
+
+// A 64-bit transaction barrier living in shared memory.
+struct alignas(8) MBarrier {
+    uint64_t state;
+
+    __device__ __forceinline__ void init(uint32_t arrive_count) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
+                     :: "r"(smem_addr(this)), "r"(arrive_count));
+    }
+    __device__ __forceinline__ void arrive() {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_addr(this)) : "memory");
+    }
+    // Arrive on the barrier at the same shared-memory offset in cluster CTA `cta_id`.
+    __device__ __forceinline__ void arrive_cluster(uint32_t cta_id) {
+        asm volatile("{ .reg .b32 remote;\n"
+                     "mapa.shared::cluster.u32 remote, %0, %1;\n"
+                     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }"
+                     :: "r"(smem_addr(this)), "r"(cta_id) : "memory");
+    }
+    __device__ __forceinline__ void arrive_expect_tx(uint32_t bytes) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     :: "r"(smem_addr(this)), "r"(bytes) : "memory");
+    }
+    // Block until the phase with parity `phase` has completed.
+    __device__ __forceinline__ void wait(uint32_t phase) {
+        const uint32_t addr = smem_addr(this);
+        uint32_t done;
+        do {
+            asm volatile("{ .reg .pred p;\n"
+                         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done) : "r"(addr), "r"(phase) : "memory");
+        } while (!done);
+    }
+};
+
+// Make mbarrier.init visible to the async proxy (TMA) and to other CTAs of the cluster.
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Order generic-proxy shared-memory accesses before later async-proxy (TMA/WGMMA) ones.
+__device__ __forceinline__ void fence_view_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Barrier among `num_threads` threads (a multiple of 32) using hardware barrier `id` (1..15).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_threads) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(num_threads) : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return rank;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+template <uint32_t kRegs>
+__device__ __forceinline__ void warpgroup_reg_alloc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(kRegs));
+}
+
+template <uint32_t kRegs>
+__device__ __forceinline__ void warpgroup_reg_dealloc() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(kRegs));
+}
+
+__device__ __forceinline__ uint32_t lane_index() {
+    uint32_t lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+}  // namespace dgemm
