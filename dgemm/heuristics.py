@@ -114,6 +114,16 @@ def _hopper_block_ns(block_m: int) -> tuple:
     return tuple(n for n in range(16, 161, 8) if n + 128 - math.gcd(n, 128) <= 256)
 
 
+def _hopper_tile_cycles(block_m: int, block_n: int, k: int) -> float:
+    """Rough SM cycles for one output tile; only its ratios between tile shapes matter.
+    NOTES: FP8 WGMMA retires ~8192 FLOP/clk/SM (1979 TFLOPS / 132 SMs / 1.83 GHz), so a
+    128-deep K block takes block_m * block_n / 32 clk; TMA feeds ~80 B/clk/SM from L2."""
+    mma = block_m * block_n / 32
+    load = (block_m + block_n) * BLOCK_K / 80
+    epilogue = block_m * block_n * 2 / 64
+    return ceil_div(k, BLOCK_K) * (max(mma, load) + 60) + epilogue
+
+
 @functools.lru_cache(maxsize=4096)
 def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                    num_sms: int) -> KernelSpec:
@@ -124,9 +134,10 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         tiles = m_blocks * ceil_div(n, block_n)
         waves = ceil_div(tiles, num_sms)
         last_wave = tiles - (waves - 1) * num_sms
-        # Work each SM does, in tile area (the slowest SM sets the time), then prefer a full
-        # last wave, then less wasted area beyond N, then the larger tile (better reuse).
-        return (waves * block_n, -last_wave, ceil_div(n, block_n) * block_n - n, -block_n)
+        # The slowest SM sets the time: waves x cycles per tile, with a tile's K block costing
+        # the larger of its tensor-core time and its load time, plus a fixed promotion cost.
+        return (waves * _hopper_tile_cycles(block_m, block_n, k), -last_wave,
+                ceil_div(n, block_n) * block_n - n, -block_n)
 
     block_n = min(_hopper_block_ns(block_m), key=score)
 
