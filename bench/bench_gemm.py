@@ -1,0 +1,159 @@
+"""Dense FP8 GEMM benchmark: dgemm vs cuBLAS block-scaled FP8 and cuBLAS bf16, same run.
+
+    python bench/bench_gemm.py                    # the 18 DeepSeek-V3 shapes
+    python bench/bench_gemm.py --sweep            # also time every block_n for each shape
+    python bench/bench_gemm.py --json out.json    # machine-readable results
+
+Prints one row per shape (TFLOPS, kernel µs, per-call µs, calc_diff) and the geomean ratio
+dgemm / cuBLAS-blk. All implementations run on the same random inputs in the same process.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import dgemm  # noqa: E402
+from common import calc_diff, geomean, gpu_name, kernel_time_us, per_call_us  # noqa: E402
+
+SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
+
+
+def dense_shapes(path: pathlib.Path):
+    manifest = json.loads(path.read_text())
+    return [(m, n, k) for m in manifest["dense"]["m"] for n, k in manifest["dense"]["nk"]]
+
+
+def make_inputs(m: int, n: int, k: int):
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    a_fp8, a_scales = dgemm.per_token_cast_to_fp8(x)
+    b_fp8, b_scales = dgemm.per_block_cast_to_fp8(w)
+    a_scales = dgemm.get_mn_major_tma_aligned_tensor(a_scales)
+    ref = x.float() @ w.float().t()
+    return x, w, (a_fp8, a_scales), (b_fp8, b_scales), ref
+
+
+def cublas_blockwise(a, b, m: int):
+    """torch._scaled_mm with 1x128 A scales (column-major) and 128x128 B scales."""
+    a_fp8, a_scales = a
+    b_fp8, b_scales = b
+    sa = a_scales[:m].t().contiguous().t()           # (M, K/128), strides (1, M)
+    return lambda: torch._scaled_mm(a_fp8, b_fp8.t(), scale_a=sa, scale_b=b_scales.t(),
+                                    out_dtype=torch.bfloat16)
+
+
+def bench_shape(m: int, n: int, k: int, sweep: bool):
+    x, w, a, b, ref = make_inputs(m, n, k)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    flops = 2 * m * n * k
+    row = {"m": m, "n": n, "k": k}
+
+    run_dgemm = lambda: dgemm.fp8_gemm_nt(a, b, d)  # noqa: E731
+    d.fill_(float("nan"))
+    run_dgemm()
+    row["diff"] = calc_diff(d, ref)
+    row["dgemm_us"] = kernel_time_us(run_dgemm)
+    row["dgemm_call_us"] = per_call_us(run_dgemm)
+
+    try:
+        run_cublas = cublas_blockwise(a, b, m)
+        row["cublas_diff"] = calc_diff(run_cublas(), ref)
+        row["cublas_us"] = kernel_time_us(run_cublas)
+        row["cublas_call_us"] = per_call_us(run_cublas)
+    except RuntimeError as error:          # keep the table even if cuBLAS refuses a shape
+        row["cublas_error"] = str(error).splitlines()[0]
+        row["cublas_us"] = row["cublas_call_us"] = float("nan")
+
+    run_bf16 = lambda: x @ w.t()  # noqa: E731
+    row["bf16_us"] = kernel_time_us(run_bf16)
+
+    for name in ("dgemm", "cublas", "bf16"):
+        row[f"{name}_tflops"] = flops / row[f"{name}_us"] / 1e6
+    row["ratio"] = row["dgemm_tflops"] / row["cublas_tflops"]
+    spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+    row["config"] = f"{spec.block_m}x{spec.block_n}x{spec.num_stages}"
+
+    if sweep:
+        row["sweep"] = sweep_block_n(spec, m, a, b, d, flops)
+    return row
+
+
+def sweep_block_n(spec, m, a, b, d, flops):
+    """Time every legal block_n for this shape (to check and tune the heuristic)."""
+    from dgemm.heuristics import HOPPER_SMEM_CAPACITY, _hopper_block_ns, hopper_smem_bytes
+    from dgemm.launch import hopper
+
+    a_fp8, a_scales = a
+    b_fp8, b_scales = b
+    results = {}
+    for block_m in sorted({64, spec.block_m}):
+        if block_m < 128 and m > 4096:
+            continue
+        for block_n in _hopper_block_ns(block_m):
+            stages = max((s for s in range(3, 17)
+                          if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),
+                         default=0)
+            if not stages:
+                continue
+            candidate = dataclasses.replace(spec, block_m=block_m, block_n=block_n,
+                                            num_stages=stages)
+            fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
+            results[f"{block_m}x{block_n}x{stages}"] = flops / kernel_time_us(fn, iters=10) / 1e6
+    return results
+
+
+def print_table(rows, title: str):
+    print(f"\n{title}")
+    header = (f"{'M':>5} {'N':>6} {'K':>6} | {'dgemm':>6} {'cuBLAS':>6} {'bf16':>6} | {'ratio':>5} | "
+              f"{'kernel us dg/cb':>16} | {'call us dg/cb':>14} | {'diff dg / cb':>17} | config")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['m']:>5} {r['n']:>6} {r['k']:>6} | {r['dgemm_tflops']:>6.0f} {r['cublas_tflops']:>6.0f} "
+              f"{r['bf16_tflops']:>6.0f} | {r['ratio']:>5.2f} | "
+              f"{r['dgemm_us']:>7.1f} /{r['cublas_us']:>7.1f} | "
+              f"{r['dgemm_call_us']:>6.1f} /{r['cublas_call_us']:>6.1f} | "
+              f"{r['diff']:.1e} / {r.get('cublas_diff', float('nan')):.1e} | {r['config']}")
+        if "sweep" in r:
+            best = sorted(r["sweep"].items(), key=lambda kv: -kv[1])[:5]
+            print("      sweep best: " + ", ".join(f"{c}={t:.0f}" for c, t in best))
+    ratios = [r["ratio"] for r in rows]
+    print(f"geomean dgemm / cuBLAS-blk: {geomean(ratios):.3f}   min: {min(ratios):.3f}   "
+          f"max diff: {max(r['diff'] for r in rows):.1e}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", type=pathlib.Path, default=SHAPES)
+    parser.add_argument("--extra", action="append", default=[],
+                        help="extra shape M,N,K (repeatable)")
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--json", type=pathlib.Path)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_gemm: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    shapes = dense_shapes(args.shapes) + [tuple(int(v) for v in s.split(",")) for s in args.extra]
+    rows = []
+    for m, n, k in shapes:
+        rows.append(bench_shape(m, n, k, args.sweep))
+        r = rows[-1]
+        print(f"  {m}x{n}x{k}: dgemm {r['dgemm_tflops']:.0f} TFLOPS, cuBLAS-blk "
+              f"{r['cublas_tflops']:.0f}, ratio {r['ratio']:.2f}, diff {r['diff']:.1e}", flush=True)
+    print_table(rows, f"fp8_gemm_nt on {gpu_name()}")
+    if args.json:
+        args.json.write_text(json.dumps({"gpu": gpu_name(), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

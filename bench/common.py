@@ -1,0 +1,70 @@
+"""Measuring helpers shared by the GPU benchmarks (see ../shared/BENCH.md for the rules).
+
+Kernel time: CUDA kernel time from torch.profiler, L2 flushed with a 256 MB memset before each
+call, mean over the timed calls. Per-call time: wall time of back-to-back calls from Python.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+FLUSH_BYTES = 256 << 20
+_FLUSH_KERNEL_HINTS = ("fill", "memset", "Fill")
+
+
+def _kernel_us(event) -> float:
+    for name in ("device_time", "cuda_time"):
+        value = getattr(event, name, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
+    """Mean CUDA-kernel time of one `fn()` call (all kernels it launches), L2 flushed before each."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    total = 0.0
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if any(h in event.name for h in _FLUSH_KERNEL_HINTS):
+            continue
+        total += _kernel_us(event)
+    return total / iters
+
+
+def per_call_us(fn, iters: int = 200) -> float:
+    """Wall time of `iters` back-to-back calls / iters (host overhead where it exceeds the kernel)."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / iters * 1e6
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    x, y = x.double(), y.double()
+    denominator = (x * x + y * y).sum()
+    return float(1 - 2 * (x * y).sum() / denominator)
+
+
+def gpu_name() -> str:
+    props = torch.cuda.get_device_properties(0)
+    return f"{props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}"

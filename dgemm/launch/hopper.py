@@ -1,0 +1,66 @@
+"""Launch csrc/dgemm/fp8_gemm.cuh (sm_90a): tensor maps, grid and arguments for one call.
+
+Inputs arrive validated and in the layouts of docs/internals.md ("Kernel arguments").
+"""
+from __future__ import annotations
+
+import torch
+
+from ..heuristics import BLOCK_K, KernelSpec, ceil_div
+from ..jit import runtime
+
+_SWIZZLE_128B = 128
+_NO_SWIZZLE = 0
+
+
+def _tma_a(a: torch.Tensor, spec: KernelSpec):
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+    rows = a.numel() // spec.k
+    return runtime.make_tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
+                                 (BLOCK_K, spec.block_m), _SWIZZLE_128B)
+
+
+def _tma_b(b: torch.Tensor, spec: KernelSpec):
+    """B as a 2-D [groups * N, K] fp8 map."""
+    rows = b.numel() // spec.k
+    return runtime.make_tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
+                                 (BLOCK_K, spec.block_n), _SWIZZLE_128B)
+
+
+def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
+    """MN-major A scales as a 2-D [K/128 (x groups), rows] fp32 map; one box = one K block
+    of one tile's rows. Rows past the logical M read as zeros (TMA out-of-bounds fill)."""
+    rows = sa.shape[-2]
+    row_stride = sa.stride(-1)                      # align(rows, 4): 16-byte aligned
+    outer = sa.numel() // rows                      # K/128, times groups when masked
+    return runtime.make_tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
+                                 (spec.block_m, 1), _NO_SWIZZLE)
+
+
+def grid_size(spec: KernelSpec, m: int) -> int:
+    """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles."""
+    if spec.gemm_type == "grouped_masked":
+        return spec.num_sms                        # tile count depends on masked_m (device)
+    tiles = ceil_div(m, spec.block_m) * ceil_div(spec.n, spec.block_n)
+    return max(1, min(spec.num_sms, tiles))
+
+
+def launch(spec: KernelSpec, a, sa, b, sb, d, layout) -> None:
+    kernel = runtime.get_kernel(spec)
+    shape_m = a.shape[-2]                          # M, or max_m for the masked layout
+    layout_ptr = layout.data_ptr() if layout is not None else 0
+    kernel.launch(
+        grid=(grid_size(spec, shape_m), 1, 1),
+        block=(spec.num_threads, 1, 1),
+        smem=spec.smem_bytes,
+        args=(
+            runtime.Pointer(d.data_ptr()),
+            runtime.Pointer(sb.data_ptr()),
+            runtime.Pointer(layout_ptr),
+            runtime.UInt32(shape_m),
+            _tma_a(a, spec),
+            _tma_b(b, spec),
+            _tma_scales_a(sa, spec),
+        ),
+        cluster=(spec.num_tma_multicast, 1, 1),
+    )
