@@ -1,0 +1,183 @@
+"""Every DGEMM_* setting, read through one typed getter each, at call time.
+
+Nothing is cached here: tests (and long-lived processes) may change the environment, and a
+getter is cheap next to anything that uses its result. Callers read through the module
+(`env.cache_dir()`), never copy values at import. A bad value raises `ConfigError` naming the
+variable, the value and the form that was expected.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from .errors import ConfigError
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+# --- generic typed readers (public so other dgemm modules read their variables the same way) --
+def get_str(name: str, default: Optional[str] = None) -> Optional[str]:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def get_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean; expected one of "
+                      f"{', '.join(_TRUE)} or {', '.join(v for v in _FALSE if v)}")
+
+
+def get_float(name: str, default: float, minimum: float = 0.0) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= minimum:      # also rejects nan
+        raise ConfigError(f"{name}={value!r} is not a number >= {minimum:g}; expected e.g. "
+                          f"{name}={default:g}")
+    return number
+
+
+def get_int(name: str, default: int, minimum: int = 0) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer >= {minimum}; expected e.g. "
+                          f"{name}={default}") from None
+    if number < minimum:
+        raise ConfigError(f"{name}={value!r} is below {minimum}; expected an integer >= {minimum}")
+    return number
+
+
+def get_choice(name: str, choices: tuple, default: str) -> str:
+    value = get_str(name, default).strip().lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={os.environ.get(name)!r} is not supported; expected one of "
+                          f"{', '.join(choices)}")
+    return value
+
+
+# --- the local cache --------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """DGEMM_CACHE_DIR: root of the local disk tier (default ~/.cache/dgemm)."""
+    return Path(get_str("DGEMM_CACHE_DIR", "~/.cache/dgemm")).expanduser()
+
+
+def lock_timeout() -> float:
+    """DGEMM_LOCK_TIMEOUT: seconds to wait for another process compiling the same key (600)."""
+    return get_float("DGEMM_LOCK_TIMEOUT", 600.0)
+
+
+def cache_secret() -> Optional[bytes]:
+    """DGEMM_CACHE_SECRET, or the content of the file named by DGEMM_CACHE_SECRET_FILE: the
+    HMAC key that signs entries. None when neither is set."""
+    secret = get_str("DGEMM_CACHE_SECRET")
+    secret_file = get_str("DGEMM_CACHE_SECRET_FILE")
+    if secret is not None and secret_file is not None:
+        raise ConfigError("DGEMM_CACHE_SECRET and DGEMM_CACHE_SECRET_FILE are both set; "
+                          "expected at most one of them (unset the other)")
+    if secret_file is not None:
+        try:
+            # Strip the trailing newline editors and `echo` add; it is never part of a key.
+            data = Path(secret_file).expanduser().read_bytes().strip()
+        except OSError as error:
+            raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} cannot be read "
+                              f"({error.strerror}); expected a readable file holding the "
+                              f"secret") from error
+        if not data:
+            raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} is empty; expected a "
+                              f"file holding the secret")
+        return data
+    return None if secret is None else secret.encode()
+
+
+# --- the remote tier (read by cache_service) -------------------------------------------------
+def remote_cache() -> Optional[str]:
+    """DGEMM_REMOTE_CACHE: redis:// or rediss:// URL of the remote tier; None disables it."""
+    url = get_str("DGEMM_REMOTE_CACHE")
+    if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"DGEMM_REMOTE_CACHE={url!r} is not a Redis URL; expected "
+                          f"redis://[user:password@]host:port/db, rediss://... or unix://path")
+    return url
+
+
+def remote_namespace() -> str:
+    """DGEMM_REMOTE_NAMESPACE: prefix of every Redis key (default "dgemm")."""
+    namespace = get_str("DGEMM_REMOTE_NAMESPACE", "dgemm")
+    if any(c.isspace() for c in namespace) or ":" in namespace:
+        raise ConfigError(f"DGEMM_REMOTE_NAMESPACE={namespace!r} contains whitespace or ':'; "
+                          f"expected a plain name such as 'dgemm' or 'team-a'")
+    return namespace
+
+
+# --- compilation -------------------------------------------------------------------------------
+def jit_compiler() -> str:
+    """DGEMM_JIT_COMPILER: "nvrtc" (default) or "nvcc"."""
+    return get_choice("DGEMM_JIT_COMPILER", ("nvrtc", "nvcc"), "nvrtc")
+
+
+def nvcc_path() -> Optional[str]:
+    """DGEMM_NVCC: the nvcc executable to use (else $CUDA_HOME/bin/nvcc, else nvcc on PATH)."""
+    return get_str("DGEMM_NVCC")
+
+
+def cuda_home() -> Optional[Path]:
+    """CUDA_HOME (or CUDA_PATH): the CUDA toolkit root, if one is configured."""
+    value = get_str("CUDA_HOME") or get_str("CUDA_PATH")
+    return None if value is None else Path(value).expanduser()
+
+
+def disable_jit() -> bool:
+    """DGEMM_DISABLE_JIT: fail closed; only kernels already in a cache tier may run."""
+    return get_bool("DGEMM_DISABLE_JIT")
+
+
+def jit_debug() -> bool:
+    """DGEMM_JIT_DEBUG: compile with line info (part of the key) and log every tier step."""
+    return get_bool("DGEMM_JIT_DEBUG")
+
+
+def csrc_dir_override() -> Optional[Path]:
+    """DGEMM_CSRC_DIR: compile kernels from this csrc/ tree instead of the packaged one (kernel
+    development and tests). Only the content of the tree enters the key, never its path."""
+    value = get_str("DGEMM_CSRC_DIR")
+    return None if value is None else Path(value).expanduser()
+
+
+# --- test hooks ---------------------------------------------------------------------------------
+def pause_for_tests(stage: str) -> None:
+    """Test hook: with DGEMM_TEST_PAUSE="<stage>:<seconds>" the named stage ("compile" while
+    holding the compile lock, "publish" after the temp file is written and before it is
+    renamed) sleeps, after writing this process's pid to DGEMM_TEST_PAUSE_MARKER if set, so a
+    test can SIGKILL the process at exactly that point. Does nothing when unset."""
+    setting = get_str("DGEMM_TEST_PAUSE")
+    if setting is None:
+        return
+    wanted, _, seconds = setting.partition(":")
+    if wanted != stage:
+        return
+    try:
+        delay = float(seconds)
+    except ValueError:
+        raise ConfigError(f"DGEMM_TEST_PAUSE={setting!r}; expected <stage>:<seconds>, e.g. "
+                          f"compile:30") from None
+    marker = get_str("DGEMM_TEST_PAUSE_MARKER")
+    if marker is not None:
+        Path(marker).write_text(str(os.getpid()))
+    time.sleep(delay)
