@@ -1,0 +1,125 @@
+"""The prewarm job: manifest -> deduped specs -> compiled once into the local cache.
+
+Compiles use the stand-in kernels under tests/data/csrc (same template parameters as the real
+ones, trivial bodies) so each takes a fraction of a second.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dgemm.jobs import manifest, prewarm
+
+TEST_CSRC = Path(__file__).parent / "data" / "csrc"
+# M = 1 and 32 share a spec (and so do 65 and 128): 4 problems, fewer specs.
+SMALL_MANIFEST = {"dense": {"m": [1, 32, 65, 128], "nk": [[256, 512]]}}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    for name in ("DGEMM_REMOTE_CACHE", "DGEMM_DISABLE_JIT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(TEST_CSRC))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def small_manifest(tmp_path) -> Path:
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(SMALL_MANIFEST))
+    return path
+
+
+def run_prewarm(capsys, *argv: str) -> tuple[int, dict]:
+    code = prewarm.main([*argv, "--json", "--no-progress"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def unique_specs(manifest_dict: dict) -> dict:
+    return manifest.specs_for(manifest.problems(manifest_dict), num_sms=132, arch="sm_90a")
+
+
+# --- enumerating specs (no compiles) ------------------------------------------------------------
+def test_dense_problems_that_share_a_spec_are_deduped():
+    specs = unique_specs(SMALL_MANIFEST)
+    assert sum(len(served) for served in specs.values()) == 4
+    assert len(specs) < 4
+
+
+def test_m_range_adds_every_listed_m_to_the_dense_shapes():
+    problems = manifest.problems(SMALL_MANIFEST, manifest.parse_m_range("2-4,1000-3000:1000"))
+    assert sorted(p.m for p in problems) == [1, 2, 3, 4, 32, 65, 128, 1000, 2000, 3000]
+
+
+def test_grouped_entries_become_problems_with_their_group_count():
+    problems = manifest.problems({
+        "grouped_contiguous": [{"groups": 4, "m_per_group": 256, "n": 4096, "k": 7168}],
+        "grouped_masked": [{"groups": 2, "expected_m": 512, "max_m": 4096, "n": 7168,
+                            "k": 2048}]})
+    assert problems == [
+        manifest.Problem("m_grouped_fp8_gemm_nt_contiguous", 1024, 4096, 7168, 4),
+        manifest.Problem("m_grouped_fp8_gemm_nt_masked", 512, 7168, 2048, 2)]
+
+
+def test_the_deepseek_v3_preset_covers_all_three_kinds():
+    problems = manifest.problems(manifest.load_preset("deepseek_v3"))
+    assert {p.kind for p in problems} == {
+        "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"}
+
+
+def test_a_malformed_manifest_is_rejected_with_exit_code_2(tmp_path, capsys, cache):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"dense": {"m": [64], "nk": [[2112]]}}))
+    assert prewarm.main(["--manifest", str(bad), "--no-progress"]) == 2
+    assert "dense.nk[0] must be [n, k]" in capsys.readouterr().err
+
+
+def test_shard_defaults_to_torchrun_rank_and_world_size():
+    assert prewarm.shard_from_env({"RANK": "3", "WORLD_SIZE": "8"}) == (3, 8)
+    assert prewarm.shard_from_env({}) == (0, 1)
+
+
+# --- compiling ------------------------------------------------------------------------------------
+def test_prewarm_compiles_each_unique_spec_once(capsys, cache, small_manifest):
+    code, report = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "2")
+    expected = len(unique_specs(SMALL_MANIFEST))
+    assert code == 0
+    assert (report["specs_total"], report["compiled"], report["failed"]) == (expected, expected, 0)
+    assert len({k["key"] for k in report["kernels"]}) == expected
+    assert len(list(cache.rglob("*.kbin"))) == expected
+
+
+def test_a_second_prewarm_run_compiles_nothing(capsys, cache, small_manifest):
+    run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "1")
+    code, report = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "1")
+    assert code == 0
+    assert report["compiled"] == 0
+    assert report["already_cached"] == report["specs_total"] > 0
+
+
+def test_shards_compile_disjoint_specs_that_together_cover_all(capsys, cache, small_manifest):
+    keys = []
+    for shard in ("0/2", "1/2"):
+        code, report = run_prewarm(capsys, "--manifest", str(small_manifest), "--shard", shard,
+                                   "--jobs", "1")
+        assert code == 0 and report["already_cached"] == 0
+        keys.append({k["key"] for k in report["kernels"]})
+    assert keys[0] and keys[1] and not keys[0] & keys[1]
+    assert len(keys[0] | keys[1]) == len(unique_specs(SMALL_MANIFEST))
+
+
+def test_prewarm_exits_1_and_reports_the_compiler_log_when_a_kernel_fails(
+        tmp_path, capsys, cache, small_manifest, monkeypatch):
+    broken = tmp_path / "csrc"
+    shutil.copytree(TEST_CSRC, broken)
+    header = broken / "dgemm" / "fp8_gemm.cuh"
+    header.write_text(header.read_text() + "\nthis_is_not_cuda;\n")
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(broken))
+    code, report = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "1")
+    assert code == 1
+    assert report["failed"] == report["specs_total"] and report["compiled"] == 0
+    assert all("this_is_not_cuda" in k["error"] for k in report["kernels"])
