@@ -1,0 +1,309 @@
+"""Public FP8 GEMMs: validate every input, pick the kernel for the device, launch.
+
+Checks run in a fixed order so each error is precise: argument structure and dtypes
+(TypeError), then shapes, scale shapes, strides and alignment (ValueError), then devices
+(RuntimeError). The device-side index tensors (m_indices, masked_m) are never read on the host:
+that would synchronise the stream on the hot path.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Optional, Tuple
+
+import torch
+
+from . import heuristics, utils
+from .jit import env
+
+FP8 = torch.float8_e4m3fn
+_BLOCK = 128                   # K block of one scale; rows of B per scale
+_MK_ALIGNMENT = 128            # rows of each group in the contiguous layout are padded to this
+_PTR_ALIGNMENT = 16            # bytes: cp.async / TMA need 16-byte aligned bases
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """Rows of each group in `m_grouped_fp8_gemm_nt_contiguous` must be padded to this (128)."""
+    return _MK_ALIGNMENT
+
+
+# --- validation helpers -------------------------------------------------------------------------
+def _shape(t: torch.Tensor) -> tuple:
+    return tuple(t.shape)
+
+
+def _describe_length(value) -> str:
+    return f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""
+
+
+def _unpack_pair(fn: str, name: str, pair, quantize_hint: str) -> Tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{fn}: {name} must be a tuple (fp8 tensor, fp32 scales); got "
+                        f"{type(pair).__name__}{_describe_length(pair)}. "
+                        f"Build it with {quantize_hint}.")
+    data, scales = pair
+    for part, value in ((f"{name}[0]", data), (f"{name}[1]", scales)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{fn}: {part} must be a torch.Tensor; got {type(value).__name__}")
+    if data.dtype != FP8:
+        raise TypeError(f"{fn}: {name}[0] must be float8_e4m3fn; got {data.dtype} "
+                        f"{_shape(data)}. Quantize it with {quantize_hint}.")
+    if scales.dtype != torch.float32:
+        raise TypeError(f"{fn}: {name}[1] (scales) must be float32; got {scales.dtype} "
+                        f"{_shape(scales)}")
+    return data, scales
+
+
+def _check_tensor_dtype(fn: str, name: str, t, dtype: torch.dtype, what: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fn}: {name} must be a torch.Tensor ({what}); got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{fn}: {name} must be {str(dtype).replace('torch.', '')} ({what}); "
+                        f"got {t.dtype} {_shape(t)}")
+
+
+def _check_shape(fn: str, name: str, t: torch.Tensor, expected: tuple, meaning: str) -> None:
+    if _shape(t) != expected:
+        raise ValueError(f"{fn}: {name} must have shape {meaning} = {expected}; got {_shape(t)}")
+
+
+def _check_k(fn: str, k: int) -> None:
+    if k <= 0 or k % _BLOCK != 0:
+        raise ValueError(f"{fn}: K must be a positive multiple of {_BLOCK}; got K={k}. Pad A and "
+                         f"B with zero columns to the next multiple of {_BLOCK}.")
+
+
+def _check_contiguous(fn: str, name: str, t: torch.Tensor) -> None:
+    if not t.is_contiguous():
+        raise ValueError(f"{fn}: {name} must be contiguous (row-major); got shape {_shape(t)} "
+                         f"with strides {t.stride()}. Call .contiguous() first.")
+    if t.numel() and t.data_ptr() % _PTR_ALIGNMENT != 0:
+        raise ValueError(f"{fn}: {name} must start at a {_PTR_ALIGNMENT}-byte aligned address; "
+                         f"got {t.data_ptr():#x} (a view with an unaligned offset?). Clone it.")
+
+
+def _check_devices(fn: str, named: Tuple[Tuple[str, torch.Tensor], ...]) -> torch.device:
+    device = named[0][1].device
+    if device.type != "cuda":
+        raise RuntimeError(f"{fn}: tensors must be on a CUDA device; {named[0][0]} is on "
+                           f"{device}")
+    for name, t in named[1:]:
+        if t.device != device:
+            raise RuntimeError(f"{fn}: every tensor must be on {device}; {name} is on "
+                               f"{t.device}")
+    return device
+
+
+# --- kernel choice ------------------------------------------------------------------------------
+_device_targets = {}      # device index -> (arch, launcher module) for the native kernel
+
+
+def _native_target(device_index: int):
+    target = _device_targets.get(device_index)
+    if target is None:
+        major, minor = torch.cuda.get_device_capability(device_index)
+        if (major, minor) < (8, 0):
+            name = torch.cuda.get_device_name(device_index)
+            raise RuntimeError(f"dgemm needs an sm_80 or newer GPU (FP8 via mma.sync bf16); "
+                               f"device {device_index} ({name}) is sm_{major}{minor}")
+        if (major, minor) == (9, 0):
+            target = ("sm_90a", "hopper")
+        else:
+            target = (f"sm_{major}{minor}", "portable")
+        _device_targets[device_index] = target
+    return target
+
+
+def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
+            a, sa, b, sb, d, layout) -> None:
+    arch, launcher = _native_target(device.index)
+    if env.get_bool("DGEMM_FORCE_PORTABLE"):
+        # The portable kernel as an oracle on Hopper: "sm_90a" would select the Hopper kernel.
+        arch, launcher = ("sm_90" if arch == "sm_90a" else arch), "portable"
+    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(device.index),
+                             arch=arch)
+    importlib.import_module(f"dgemm.launch.{launcher}").launch(spec, a, sa, b, sb, d, layout)
+
+
+# --- public GEMMs -------------------------------------------------------------------------------
+def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, torch.Tensor],
+                d: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """D = A @ B^T with FP8 inputs and fine-grained scales, BF16 output.
+
+    Requirements:
+        K is a multiple of 128; any M >= 0 and N >= 1. A and B are K-major and contiguous, as
+        is D. A's scales may be given row-major; they are converted to the MN-major,
+        TMA-aligned layout (`get_mn_major_tma_aligned_tensor`) with a copy unless already so.
+        All tensors live on the same CUDA device (sm_80 or newer).
+
+    Arguments:
+        a: `(lhs, lhs_scales)`: float8_e4m3fn `[m, k]` and float32 `[m, k / 128]`, one scale per
+            row and 128 columns (`per_token_cast_to_fp8`).
+        b: `(rhs, rhs_scales)`: float8_e4m3fn `[n, k]` and float32
+            `[ceil(n / 128), k / 128]`, one scale per 128x128 block (`per_block_cast_to_fp8`).
+        d: bfloat16 `[m, n]` output, or None to allocate it.
+
+    Returns:
+        `d`.
+    """
+    fn = "fp8_gemm_nt"
+    a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8")
+    b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8")
+    if d is not None:
+        _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
+    if a_data.dim() != 2 or b_data.dim() != 2:
+        raise ValueError(f"{fn}: a[0] must be 2-D (m, k) and b[0] 2-D (n, k); got "
+                         f"{_shape(a_data)} and {_shape(b_data)}")
+    m, k = a_data.shape
+    n, b_k = b_data.shape
+    if b_k != k:
+        raise ValueError(f"{fn}: a[0] is (m, k) = {_shape(a_data)} but b[0] is (n, k) = "
+                         f"{_shape(b_data)}: K differs")
+    _check_k(fn, k)
+    if n == 0:
+        raise ValueError(f"{fn}: N must be at least 1; got b[0] of shape {_shape(b_data)}")
+    _check_shape(fn, "a[1] (scales)", a_scales, (m, k // _BLOCK), "(m, k / 128)")
+    _check_shape(fn, "b[1] (scales)", b_scales, (utils.ceil_div(n, _BLOCK), k // _BLOCK),
+                 "(ceil(n / 128), k / 128)")
+    if d is not None:
+        _check_shape(fn, "d", d, (m, n), "(m, n)")
+        _check_contiguous(fn, "d", d)
+    _check_contiguous(fn, "a[0]", a_data)
+    _check_contiguous(fn, "b[0]", b_data)
+    _check_contiguous(fn, "b[1] (scales)", b_scales)
+    named = (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data), ("b[1]", b_scales))
+    device = _check_devices(fn, named + ((("d", d),) if d is not None else ()))
+    if d is None:
+        d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+    if m == 0:
+        return d
+    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
+    _launch(fn, m, n, k, 1, device, a_data, a_scales, b_data, b_scales, d, None)
+    return d
+
+
+def _check_grouped_b(fn: str, b_data: torch.Tensor, b_scales: torch.Tensor, k: int) -> Tuple[int,
+                                                                                             int]:
+    if b_data.dim() != 3:
+        raise ValueError(f"{fn}: b[0] must be 3-D (groups, n, k); got {_shape(b_data)}")
+    num_groups, n, b_k = b_data.shape
+    if b_k != k:
+        raise ValueError(f"{fn}: a[0] has K={k} but b[0] is (groups, n, k) = {_shape(b_data)}: "
+                         f"K differs")
+    _check_k(fn, k)
+    if num_groups == 0 or n == 0:
+        raise ValueError(f"{fn}: b[0] needs at least one group and one row; got "
+                         f"{_shape(b_data)}")
+    _check_shape(fn, "b[1] (scales)", b_scales,
+                 (num_groups, utils.ceil_div(n, _BLOCK), k // _BLOCK),
+                 "(groups, ceil(n / 128), k / 128)")
+    return num_groups, n
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
+                                     b: Tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                                     m_indices: torch.Tensor) -> torch.Tensor:
+    """Grouped GEMM over rows stacked by group: D[i] = A[i] @ B[m_indices[i]]^T.
+
+    Requirements:
+        Rows are grouped contiguously and each group's rows are padded to
+        `get_mk_alignment_for_contiguous_layout()` (128), so the total M is a multiple of 128.
+        Padding rows carry m_indices == -1: they are neither used nor written (their rows of
+        D keep their previous contents). K is a multiple of 128. m_indices is read on the GPU
+        only; its values are not checked on the host. A, B, D and m_indices are contiguous and
+        on one CUDA device.
+
+    Arguments:
+        a: `(lhs, lhs_scales)`: float8_e4m3fn `[m_sum, k]` and float32 `[m_sum, k / 128]`.
+        b: `(rhs, rhs_scales)`: float8_e4m3fn `[groups, n, k]` and float32
+            `[groups, ceil(n / 128), k / 128]`.
+        d: bfloat16 `[m_sum, n]` output.
+        m_indices: int32 `[m_sum]`, the group of each row of A, or -1 for padding.
+
+    Returns:
+        `d`.
+    """
+    fn = "m_grouped_fp8_gemm_nt_contiguous"
+    a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8")
+    b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8 per group")
+    _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
+    _check_tensor_dtype(fn, "m_indices", m_indices, torch.int32, "each row's group, -1 = padding")
+    if a_data.dim() != 2:
+        raise ValueError(f"{fn}: a[0] must be 2-D (m_sum, k); got {_shape(a_data)}")
+    m, k = a_data.shape
+    num_groups, n = _check_grouped_b(fn, b_data, b_scales, k)
+    _check_shape(fn, "a[1] (scales)", a_scales, (m, k // _BLOCK), "(m_sum, k / 128)")
+    _check_shape(fn, "d", d, (m, n), "(m_sum, n)")
+    _check_shape(fn, "m_indices", m_indices, (m,), "(m_sum,)")
+    if m % _MK_ALIGNMENT != 0:
+        raise ValueError(f"{fn}: the total rows m_sum={m} must be a multiple of "
+                         f"{_MK_ALIGNMENT}: pad each group's rows to "
+                         f"dgemm.get_mk_alignment_for_contiguous_layout() with m_indices = -1")
+    for name, t in (("a[0]", a_data), ("b[0]", b_data), ("b[1] (scales)", b_scales), ("d", d),
+                    ("m_indices", m_indices)):
+        _check_contiguous(fn, name, t)
+    _check_devices(fn, (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data),
+                        ("b[1]", b_scales), ("d", d), ("m_indices", m_indices)))
+    if m == 0:
+        return d
+    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
+    _launch(fn, m, n, k, num_groups, d.device, a_data, a_scales, b_data, b_scales, d, m_indices)
+    return d
+
+
+def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
+                                 b: Tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                                 masked_m: torch.Tensor, expected_m: int) -> torch.Tensor:
+    """Batched GEMM where only the first masked_m[g] rows of group g are real:
+    D[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T.
+
+    Requirements:
+        masked_m lives on the GPU and is read only by the kernel, so one captured CUDA graph
+        serves any masked_m. Its values are not checked on the host (that would synchronise):
+        values above max_m are treated as max_m and negative ones as 0. Rows at or past
+        masked_m[g] of D are not written. K is a multiple of 128. A, B, D and masked_m are
+        contiguous and on one CUDA device.
+
+    Arguments:
+        a: `(lhs, lhs_scales)`: float8_e4m3fn `[groups, max_m, k]` and float32
+            `[groups, max_m, k / 128]`.
+        b: `(rhs, rhs_scales)`: float8_e4m3fn `[groups, n, k]` and float32
+            `[groups, ceil(n / 128), k / 128]`.
+        d: bfloat16 `[groups, max_m, n]` output.
+        masked_m: int32 `[groups]`, the real rows of each group.
+        expected_m: a host-side hint of the typical masked_m (positive int) for the kernel
+            choice; it never changes which rows are computed.
+
+    Returns:
+        `d`.
+    """
+    fn = "m_grouped_fp8_gemm_nt_masked"
+    a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8 per group")
+    b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8 per group")
+    _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
+    _check_tensor_dtype(fn, "masked_m", masked_m, torch.int32, "real rows per group")
+    if not isinstance(expected_m, int) or isinstance(expected_m, bool) or expected_m <= 0:
+        raise ValueError(f"{fn}: expected_m must be a positive int (a hint for the kernel "
+                         f"choice); got {expected_m!r}")
+    if a_data.dim() != 3:
+        raise ValueError(f"{fn}: a[0] must be 3-D (groups, max_m, k); got {_shape(a_data)}")
+    num_groups, max_m, k = a_data.shape
+    b_groups, n = _check_grouped_b(fn, b_data, b_scales, k)
+    if b_groups != num_groups:
+        raise ValueError(f"{fn}: a[0] has {num_groups} groups but b[0] has {b_groups}; got "
+                         f"{_shape(a_data)} and {_shape(b_data)}")
+    _check_shape(fn, "a[1] (scales)", a_scales, (num_groups, max_m, k // _BLOCK),
+                 "(groups, max_m, k / 128)")
+    _check_shape(fn, "d", d, (num_groups, max_m, n), "(groups, max_m, n)")
+    _check_shape(fn, "masked_m", masked_m, (num_groups,), "(groups,)")
+    for name, t in (("a[0]", a_data), ("b[0]", b_data), ("b[1] (scales)", b_scales), ("d", d),
+                    ("masked_m", masked_m)):
+        _check_contiguous(fn, name, t)
+    _check_devices(fn, (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data),
+                        ("b[1]", b_scales), ("d", d), ("masked_m", masked_m)))
+    if max_m == 0:
+        return d
+    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
+    _launch(fn, expected_m, n, k, num_groups, d.device, a_data, a_scales, b_data, b_scales, d,
+            masked_m)
+    return d

@@ -1,0 +1,280 @@
+"""Cubin -> loaded kernel -> launch on torch's current stream, through cuda-python's driver API.
+
+The hot path is `get_kernel(spec, device_index)` (one dict lookup) followed by
+`LoadedKernel.launch(grid, args)`, where `args` came from an `ArgLayout` built once per kernel
+signature: packing is one ctypes struct plus one array of pointers into it, then a single
+cuLaunchKernel (cuLaunchKernelEx with a cluster attribute when the kernel uses clusters).
+Everything else (cache walk, module load, shared-memory attribute) happens once per
+(spec, device). Every CUresult is checked; a failure raises RuntimeError naming the call.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+from cuda.bindings import driver
+
+_SUCCESS = driver.CUresult.CUDA_SUCCESS
+
+
+# --- errors ------------------------------------------------------------------------------------
+def _error_text(err) -> str:
+    try:
+        name_err, name = driver.cuGetErrorName(err)
+        str_err, text = driver.cuGetErrorString(err)
+        if name_err == _SUCCESS and str_err == _SUCCESS:
+            return f"{name.decode()} ({text.decode()})"
+    except Exception:   # the error itself may be "no driver": keep the original code visible
+        pass
+    return str(err)
+
+
+def check(result, call: str):
+    """Unwrap a cuda-python `(CUresult, *values)` tuple; raise RuntimeError naming `call`."""
+    err = result[0]
+    if err != _SUCCESS:
+        raise RuntimeError(f"{call} failed: {_error_text(err)}")
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+# --- context ------------------------------------------------------------------------------------
+_driver_ready = False
+
+
+def _ensure_context(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current on this thread."""
+    global _driver_ready
+    if not _driver_ready:
+        check(driver.cuInit(0), "cuInit")
+        _driver_ready = True
+    torch.cuda.init()
+    device = check(driver.cuDeviceGet(device_index), "cuDeviceGet")
+    current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    primary = check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+    # Retain keeps the context alive for the process; the module lives as long.
+    if int(current) != int(primary):
+        check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+
+
+# --- kernel arguments ---------------------------------------------------------------------------
+class TmaDescriptor(ctypes.Structure):
+    """The 128 opaque bytes of a CUtensorMap, passed by value as a `__grid_constant__` param."""
+    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
+
+
+class PackedArgs:
+    """Kernel parameters ready for the driver: `address` is a `void**` into `values`."""
+    __slots__ = ("values", "pointers", "address")
+
+    def __init__(self, values, pointers):
+        self.values = values        # keeps the storage alive until the launch returns
+        self.pointers = pointers
+        self.address = ctypes.addressof(pointers)
+
+
+class ArgLayout:
+    """One kernel signature, as ctypes types in parameter order; built once, packs per call.
+
+    Example: `ArgLayout(ctypes.c_void_p, ctypes.c_uint32).pack(ptr, m)`. TMA descriptors use
+    `TmaDescriptor` as the type. The driver copies each parameter from its pointer, so host-side
+    alignment of the packed struct does not matter.
+    """
+
+    def __init__(self, *types):
+        if not types:
+            raise ValueError("ArgLayout: a kernel signature needs at least one parameter type")
+        fields = [(f"p{i}", t) for i, t in enumerate(types)]
+        self._struct = type("KernelParams", (ctypes.Structure,), {"_fields_": fields})
+        self._offsets = tuple(getattr(self._struct, name).offset for name, _ in fields)
+        self._pointer_array = ctypes.c_void_p * len(types)
+        self.num_params = len(types)
+
+    def pack(self, *values) -> PackedArgs:
+        if len(values) != self.num_params:
+            raise TypeError(f"ArgLayout.pack: expected {self.num_params} kernel arguments; got "
+                            f"{len(values)}")
+        struct = self._struct(*values)
+        base = ctypes.addressof(struct)
+        return PackedArgs(struct, self._pointer_array(*[base + o for o in self._offsets]))
+
+
+# --- TMA descriptors ----------------------------------------------------------------------------
+_TMA_DTYPES = {
+    torch.float8_e4m3fn: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    torch.uint8: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    torch.bfloat16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+    torch.float16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    torch.float32: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+    torch.int32: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT32,
+}
+_TMA_SWIZZLES = {
+    0: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+    32: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
+    64: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
+    128: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+}
+
+
+def make_tma_desc(tensor_ptr: int, dtype: torch.dtype, global_dims: Sequence[int],
+                  global_strides: Sequence[int], box_dims: Sequence[int],
+                  swizzle: int = 0) -> TmaDescriptor:
+    """Encode a tiled TMA descriptor (cuTensorMapEncodeTiled).
+
+    Arguments:
+        tensor_ptr: device address of element (0, ..., 0); 16-byte aligned.
+        dtype: element type (float8_e4m3fn, bfloat16, float16, float32, int32, uint8).
+        global_dims: sizes, innermost (contiguous) dimension first.
+        global_strides: byte strides of the outer dimensions (len(global_dims) - 1 values),
+            each a multiple of 16.
+        box_dims: tile size loaded per TMA op, innermost first (each 1..256).
+        swizzle: 0, 32, 64 or 128 (bytes); with swizzle the inner box row must fit in it.
+    Returns:
+        a `TmaDescriptor` (128 bytes, 64-byte aligned), usable as an `ArgLayout` value.
+    """
+    if dtype not in _TMA_DTYPES:
+        raise TypeError(f"make_tma_desc: dtype must be one of "
+                        f"{', '.join(str(t) for t in _TMA_DTYPES)}; got {dtype}")
+    if swizzle not in _TMA_SWIZZLES:
+        raise ValueError(f"make_tma_desc: swizzle must be 0, 32, 64 or 128 bytes; got {swizzle!r}")
+    rank = len(global_dims)
+    if not 1 <= rank <= 5 or len(box_dims) != rank or len(global_strides) != rank - 1:
+        raise ValueError(f"make_tma_desc: need 1..5 global dims, as many box dims and one "
+                         f"stride fewer; got dims {list(global_dims)}, strides "
+                         f"{list(global_strides)}, box {list(box_dims)}")
+    if tensor_ptr % 16 != 0:
+        raise ValueError(f"make_tma_desc: the global address must be 16-byte aligned; got "
+                         f"{tensor_ptr:#x}")
+    if any(s % 16 != 0 for s in global_strides):
+        raise ValueError(f"make_tma_desc: global strides must be multiples of 16 bytes; got "
+                         f"{list(global_strides)}")
+    if any(not 1 <= b <= 256 for b in box_dims):
+        raise ValueError(f"make_tma_desc: box dims must be in 1..256; got {list(box_dims)}")
+    element_size = torch.empty((), dtype=dtype).element_size()
+    if swizzle and box_dims[0] * element_size > swizzle:
+        raise ValueError(f"make_tma_desc: the inner box row ({box_dims[0]} x {element_size} B) "
+                         f"must fit the {swizzle}-byte swizzle")
+
+    tensor_map = check(driver.cuTensorMapEncodeTiled(
+        _TMA_DTYPES[dtype], rank, tensor_ptr,
+        [driver.cuuint64_t(int(x)) for x in global_dims],
+        [driver.cuuint64_t(int(x)) for x in global_strides],
+        [driver.cuuint32_t(int(x)) for x in box_dims],
+        [driver.cuuint32_t(1)] * rank,
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        _TMA_SWIZZLES[swizzle],
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    ), "cuTensorMapEncodeTiled")
+
+    # Copy into our own 64-byte-aligned storage: the Python object's alignment is not promised.
+    storage = (ctypes.c_uint8 * (ctypes.sizeof(TmaDescriptor) + 64))()
+    desc = TmaDescriptor.from_buffer(storage, (-ctypes.addressof(storage)) % 64)  # keeps storage
+    ctypes.memmove(ctypes.addressof(desc), tensor_map.getPtr(), ctypes.sizeof(TmaDescriptor))
+    return desc
+
+
+# --- loaded kernels -----------------------------------------------------------------------------
+def _current_stream(device_index: int) -> int:
+    try:
+        return torch._C._cuda_getCurrentRawStream(device_index)   # ~10x cheaper than the object
+    except AttributeError:
+        return torch.cuda.current_stream(device_index).cuda_stream
+
+
+class LoadedKernel:
+    """A kernel function in one device's primary context, its smem attribute already set."""
+    __slots__ = ("function", "module", "symbol", "num_threads", "smem_bytes", "cluster_dim",
+                 "device_index", "_cluster_attrs")
+
+    def __init__(self, module, function, symbol: str, num_threads: int, smem_bytes: int,
+                 cluster_dim: int, device_index: int):
+        self.module = module
+        self.function = function
+        self.symbol = symbol
+        self.num_threads = num_threads
+        self.smem_bytes = smem_bytes
+        self.cluster_dim = cluster_dim
+        self.device_index = device_index
+        self._cluster_attrs = None
+        if cluster_dim > 1:
+            attr = driver.CUlaunchAttribute()
+            attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x = cluster_dim
+            attr.value.clusterDim.y = 1
+            attr.value.clusterDim.z = 1
+            self._cluster_attrs = [attr]
+
+    def launch(self, grid: Tuple[int, int, int], args: PackedArgs,
+               stream: Optional[int] = None) -> None:
+        """Launch on `stream` (default: torch's current stream of the kernel's device)."""
+        if stream is None:
+            stream = _current_stream(self.device_index)
+        if self._cluster_attrs is None:
+            err, = driver.cuLaunchKernel(self.function, grid[0], grid[1], grid[2],
+                                         self.num_threads, 1, 1, self.smem_bytes, stream,
+                                         args.address, 0)
+            if err != _SUCCESS:
+                raise RuntimeError(f"cuLaunchKernel failed for {self.symbol} with grid {grid}: "
+                                   f"{_error_text(err)}")
+            return
+        config = driver.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.num_threads, 1, 1
+        config.sharedMemBytes = self.smem_bytes
+        config.hStream = driver.CUstream(stream)
+        config.attrs = self._cluster_attrs
+        config.numAttrs = 1
+        err, = driver.cuLaunchKernelEx(config, self.function, args.address, 0)
+        if err != _SUCCESS:
+            raise RuntimeError(f"cuLaunchKernelEx failed for {self.symbol} with grid {grid}, "
+                               f"cluster {self.cluster_dim}: {_error_text(err)}")
+
+
+def load_cubin(cubin: bytes, symbol: str, num_threads: int, smem_bytes: int = 0,
+               cluster_dim: int = 1, device_index: Optional[int] = None) -> LoadedKernel:
+    """Load `cubin` into the device's primary context and look up `symbol` (uncached)."""
+    if device_index is None:
+        device_index = torch.cuda.current_device()
+    with torch.cuda.device(device_index):
+        _ensure_context(device_index)
+        module = check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        function = check(driver.cuModuleGetFunction(module, symbol.encode()),
+                         f"cuModuleGetFunction({symbol})")
+        # Once at load, never per call: above 48 KiB the kernel must opt in.
+        check(driver.cuFuncSetAttribute(
+            function, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem_bytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={smem_bytes})")
+    return LoadedKernel(module, function, symbol, num_threads, smem_bytes, cluster_dim,
+                        device_index)
+
+
+_kernels: Dict[tuple, LoadedKernel] = {}
+_load_lock = threading.Lock()
+
+
+def get_kernel(spec, device_index: Optional[int] = None) -> LoadedKernel:
+    """The loaded kernel for `spec` on a device (default: current), memoised per (spec, device)."""
+    if device_index is None:
+        device_index = torch.cuda.current_device()
+    kernel = _kernels.get((spec, device_index))
+    if kernel is not None:
+        return kernel
+    return _load_spec(spec, device_index)
+
+
+def _load_spec(spec, device_index: int) -> LoadedKernel:
+    from . import cache   # the cache walk (memory, disk, remote, compile) only on a miss
+
+    with _load_lock:
+        kernel = _kernels.get((spec, device_index))
+        if kernel is None:
+            entry = cache.get_entry(spec)
+            kernel = load_cubin(entry.cubin, entry.symbol, num_threads=spec.num_threads,
+                                smem_bytes=spec.smem_bytes, cluster_dim=spec.num_tma_multicast,
+                                device_index=device_index)
+            _kernels[(spec, device_index)] = kernel
+        return kernel
