@@ -4,6 +4,8 @@ Inputs arrive validated and in the layouts of docs/internals.md ("Kernel argumen
 """
 from __future__ import annotations
 
+import ctypes
+
 import torch
 
 from ..heuristics import BLOCK_K, KernelSpec, ceil_div
@@ -11,6 +13,9 @@ from ..jit import runtime
 
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a)
+_ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
+                          runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor)
 
 
 def _tma_a(a: torch.Tensor, spec: KernelSpec):
@@ -46,21 +51,9 @@ def grid_size(spec: KernelSpec, m: int) -> int:
 
 
 def launch(spec: KernelSpec, a, sa, b, sb, d, layout) -> None:
-    kernel = runtime.get_kernel(spec)
+    kernel = runtime.get_kernel(spec, a.device.index)
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
-    kernel.launch(
-        grid=(grid_size(spec, shape_m), 1, 1),
-        block=(spec.num_threads, 1, 1),
-        smem=spec.smem_bytes,
-        args=(
-            runtime.Pointer(d.data_ptr()),
-            runtime.Pointer(sb.data_ptr()),
-            runtime.Pointer(layout_ptr),
-            runtime.UInt32(shape_m),
-            _tma_a(a, spec),
-            _tma_b(b, spec),
-            _tma_scales_a(sa, spec),
-        ),
-        cluster=(spec.num_tma_multicast, 1, 1),
-    )
+    args = _ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
+                      _tma_a(a, spec), _tma_b(b, spec), _tma_scales_a(sa, spec))
+    kernel.launch((grid_size(spec, shape_m), 1, 1), args)
