@@ -1,0 +1,100 @@
+"""dgemm.jit.key: stable across processes and machines' paths; changes with every input."""
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from dgemm.jit import compiler as compiler_module
+from dgemm.jit import key as key_module
+from dgemm.jit import source
+
+KEY_CODE = ("from dgemm.heuristics import select\n"
+            "from dgemm.jit import key, compiler\n"
+            "print(key.key(select('fp8_gemm_nt', 128, 4096, 7168), compiler.get_compiler()))\n")
+
+
+def _key(spec, name="nvrtc"):
+    return key_module.key(spec, compiler_module.get_compiler(name))
+
+
+def _copy_csrc(test_csrc, destination):
+    shutil.copytree(test_csrc, destination)
+    return destination
+
+
+def test_a_key_is_64_hex_digits(test_kernels, spec):
+    value = _key(spec)
+    assert len(value) == 64 and int(value, 16) >= 0
+
+
+def test_the_key_is_the_same_in_other_processes(test_kernels, spec, python_subprocess):
+    others = {python_subprocess(KEY_CODE, {"PYTHONHASHSEED": str(seed)}).stdout.strip()
+              for seed in (1, 2)}
+    assert others == {_key(spec)}
+
+
+def test_the_key_does_not_depend_on_the_cache_dir(test_kernels, spec, monkeypatch, tmp_path):
+    first = _key(spec)
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert _key(spec) == first
+
+
+def test_the_key_does_not_depend_on_where_csrc_lives(test_csrc, spec, monkeypatch, tmp_path):
+    keys = set()
+    for place in ("a", "b/deeper"):
+        monkeypatch.setenv("DGEMM_CSRC_DIR", str(_copy_csrc(test_csrc, tmp_path / place)))
+        keys.add(_key(spec))
+    assert len(keys) == 1
+
+
+def test_editing_any_header_changes_the_key(test_csrc, spec, monkeypatch, tmp_path):
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(_copy_csrc(test_csrc, tmp_path / "before")))
+    before = _key(spec)
+    edited = _copy_csrc(test_csrc, tmp_path / "after")
+    helper = edited / "dgemm" / "utils.cuh"    # not the kernel header: an included helper
+    helper.write_text(helper.read_text() + "// a comment is a change too\n")
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(edited))
+    assert _key(spec) != before
+
+
+def test_adding_a_header_file_changes_the_key(test_csrc, spec, monkeypatch, tmp_path):
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(_copy_csrc(test_csrc, tmp_path / "before")))
+    before = _key(spec)
+    grown = _copy_csrc(test_csrc, tmp_path / "after")
+    (grown / "dgemm" / "new_helper.cuh").write_text("#pragma once\n")
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(grown))
+    assert _key(spec) != before
+
+
+def test_every_spec_field_enters_the_key(test_kernels, spec):
+    changed = dataclasses.replace(spec, num_sms=spec.num_sms - 1)
+    assert _key(changed) != _key(spec)
+
+
+def test_the_two_compilers_give_different_keys(test_kernels, spec):
+    assert _key(spec, "nvrtc") != _key(spec, "nvcc")
+
+
+def test_debug_line_info_gives_a_different_key(test_kernels, spec, monkeypatch):
+    release = _key(spec)
+    monkeypatch.setenv("DGEMM_JIT_DEBUG", "1")
+    assert _key(spec) != release
+
+
+def test_the_rendered_source_includes_the_header_and_instantiates_the_spec(test_kernels, spec):
+    text = source.render(spec).text
+    assert f"#include <{spec.header}>" in text
+    assert f"reinterpret_cast<void*>(&{spec.cpp_instance()})" in text
+    assert json.loads(text.split("spec ", 1)[1].splitlines()[0]) == json.loads(spec.to_json())
+
+
+def test_a_csrc_override_without_a_dgemm_directory_is_a_clear_error(monkeypatch, tmp_path,
+                                                                     spec):
+    monkeypatch.setenv("DGEMM_CSRC_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="DGEMM_CSRC_DIR=.*no dgemm/ subdirectory"):
+        source.render(spec)
+
+
+def test_the_packaged_csrc_is_found_in_a_source_checkout():
+    assert (source.csrc_dir() / "dgemm" / "utils.cuh").is_file()
