@@ -1,7 +1,7 @@
 """The prewarm job: manifest -> deduped specs -> compiled once into the local cache.
 
-Compiles use the stand-in kernels under tests/data/csrc (same template parameters as the real
-ones, trivial bodies) so each takes a fraction of a second.
+Compiles use conftest's `test_kernels` (the trivial stand-ins from tests/data/csrc, same
+template parameters as the real kernels) so each takes a fraction of a second.
 """
 from __future__ import annotations
 
@@ -13,18 +13,16 @@ import pytest
 
 from dgemm.jobs import manifest, prewarm
 
-TEST_CSRC = Path(__file__).parent / "data" / "csrc"
 # M = 1 and 32 share a spec (and so do 65 and 128): 4 problems, fewer specs.
 SMALL_MANIFEST = {"dense": {"m": [1, 32, 65, 128], "nk": [[256, 512]]}}
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    for name in ("DGEMM_REMOTE_CACHE", "DGEMM_DISABLE_JIT", "RANK", "WORLD_SIZE"):
+def cache(fresh_dgemm_cache, test_kernels, monkeypatch) -> Path:
+    """conftest's empty cache dir, compiling the trivial test kernels, no torchrun shard."""
+    for name in ("RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("DGEMM_CSRC_DIR", str(TEST_CSRC))
-    return tmp_path / "cache"
+    return fresh_dgemm_cache
 
 
 @pytest.fixture
@@ -113,9 +111,9 @@ def test_shards_compile_disjoint_specs_that_together_cover_all(capsys, cache, sm
 
 
 def test_prewarm_exits_1_and_reports_the_compiler_log_when_a_kernel_fails(
-        tmp_path, capsys, cache, small_manifest, monkeypatch):
+        tmp_path, capsys, cache, small_manifest, test_kernels, monkeypatch):
     broken = tmp_path / "csrc"
-    shutil.copytree(TEST_CSRC, broken)
+    shutil.copytree(test_kernels, broken)
     header = broken / "dgemm" / "fp8_gemm.cuh"
     header.write_text(header.read_text() + "\nthis_is_not_cuda;\n")
     monkeypatch.setenv("DGEMM_CSRC_DIR", str(broken))

@@ -154,9 +154,10 @@ def prewarm_one(spec: KernelSpec) -> dict:
     try:
         key = jit.ensure_compiled(spec)
     except Exception as exc:
-        log = getattr(exc, "log", "")
-        return _outcome(spec, "failed", time.perf_counter() - started, 0.0,
-                        error=f"{type(exc).__name__}: {exc}" + (f"\n{log}" if log else ""))
+        message, log = f"{type(exc).__name__}: {exc}", getattr(exc, "log", "")
+        if log and log not in message:
+            message += "\n" + log
+        return _outcome(spec, "failed", time.perf_counter() - started, 0.0, error=message)
     seconds = time.perf_counter() - started
     after = jit.stats()
     compile_seconds = after.get("compile_seconds", 0.0) - before.get("compile_seconds", 0.0)
