@@ -1,0 +1,114 @@
+"""dgemm.heuristics: a pure, deterministic select() whose specs obey the kernels' constraints."""
+import dataclasses
+import itertools
+
+import pytest
+
+from dgemm import heuristics
+from dgemm.heuristics import KINDS, KernelSpec, select
+
+DENSE_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
+            (576, 7168), (2120, 7168), (1, 128)]
+MS = [1, 7, 64, 65, 128, 1000, 4096]
+HOPPER_SPECS = [select(kind, m, n, k, num_groups=groups)
+                for kind, groups in (("fp8_gemm_nt", 1), ("m_grouped_fp8_gemm_nt_contiguous", 4),
+                                     ("m_grouped_fp8_gemm_nt_masked", 8))
+                for m, (n, k) in itertools.product(MS, DENSE_NK)]
+PORTABLE_SPECS = [select("fp8_gemm_nt", m, n, k, arch=arch)
+                  for arch in ("sm_80", "sm_89") for m, (n, k) in itertools.product(MS, DENSE_NK)]
+
+
+def test_select_returns_the_same_spec_for_the_same_inputs():
+    heuristics._select_hopper.cache_clear()
+    first = select("fp8_gemm_nt", 128, 7168, 2048)
+    heuristics._select_hopper.cache_clear()
+    assert select("fp8_gemm_nt", 128, 7168, 2048) == first
+
+
+def test_select_is_deterministic_across_processes(python_subprocess):
+    code = ("from dgemm.heuristics import select\n"
+            "print(select('m_grouped_fp8_gemm_nt_masked', 256, 4096, 7168, 4).to_json())\n")
+    outputs = {python_subprocess(code, {"PYTHONHASHSEED": str(s)}).stdout for s in (0, 1)}
+    assert outputs == {select("m_grouped_fp8_gemm_nt_masked", 256, 4096, 7168, 4).to_json()
+                       + "\n"}
+
+
+@pytest.mark.parametrize("spec", HOPPER_SPECS[:5] + PORTABLE_SPECS[:2], ids=str)
+def test_spec_json_round_trips(spec):
+    assert KernelSpec.from_json(spec.to_json()) == spec
+
+
+def test_spec_json_is_canonical_with_sorted_keys_and_no_spaces():
+    text = select("fp8_gemm_nt", 64, 2112, 7168).to_json()
+    assert " " not in text and text.index('"arch"') < text.index('"block_k"')
+
+
+def test_specs_are_hashable_and_equal_by_value():
+    assert len({select("fp8_gemm_nt", 64, 2112, 7168), select("fp8_gemm_nt", 64, 2112, 7168)}) == 1
+
+
+def test_specs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        select("fp8_gemm_nt", 64, 2112, 7168).block_n = 8
+
+
+def _violations(specs, rule) -> list:
+    return [spec.to_json() for spec in specs if not rule(spec)]
+
+
+def test_block_n_is_a_multiple_of_eight():
+    assert _violations(HOPPER_SPECS + PORTABLE_SPECS, lambda s: s.block_n % 8 == 0) == []
+
+
+def test_hopper_specs_fit_shared_memory():
+    assert heuristics.HOPPER_SMEM_CAPACITY == 232448
+    assert _violations(HOPPER_SPECS, lambda s: s.smem_bytes <= 232448) == []
+
+
+def test_hopper_block_m_is_one_or_two_warpgroups_of_rows():
+    assert _violations(HOPPER_SPECS, lambda s: s.block_m in (64, 128)
+                       and s.num_threads == 128 + 128 * (s.block_m // 64)) == []
+
+
+def test_hopper_specs_use_a_pipeline_of_at_least_three_stages():
+    assert _violations(HOPPER_SPECS, lambda s: s.num_stages >= 3 and s.block_k == 128) == []
+
+
+def test_the_deepest_fitting_pipeline_is_chosen():
+    spec = select("fp8_gemm_nt", 128, 4096, 7168)
+    deeper = heuristics.hopper_smem_bytes(spec.block_m, spec.block_n, spec.k, spec.num_stages + 1)
+    assert spec.num_stages == 16 or deeper > heuristics.HOPPER_SMEM_CAPACITY
+
+
+def test_hopper_specs_target_sm_90a_with_the_requested_sm_count():
+    spec = select("fp8_gemm_nt", 64, 2112, 7168, num_sms=78)
+    assert (spec.arch, spec.num_sms, spec.kernel) == ("sm_90a", 78, "fp8_gemm")
+
+
+def test_other_archs_get_the_portable_kernel():
+    spec = select("fp8_gemm_nt", 64, 2112, 7168, arch="sm_86")
+    assert (spec.kernel, spec.arch, spec.header) == ("fp8_gemm_portable", "sm_86",
+                                                     "dgemm/fp8_gemm_portable.cuh")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_maps_to_its_gemm_type_in_the_cpp_instance(kind):
+    spec = select(kind, 128, 4096, 7168, num_groups=2)
+    assert heuristics._CPP_GEMM_TYPE[spec.gemm_type] in spec.cpp_instance()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="fp8_gemm_tn"), "unknown kernel kind"),
+    (dict(m=0), "m must be a positive int"),
+    (dict(n=-5), "n must be a positive int"),
+    (dict(k=100), "k must be a multiple of 128"),
+    (dict(k=128.0), "k must be a positive int"),
+    (dict(num_groups=True), "num_groups must be a positive int"),
+    (dict(num_sms=0), "num_sms must be a positive int"),
+    (dict(arch="sm_75"), "arch must be sm_80 or newer"),
+    (dict(arch="hopper"), "arch must be sm_80 or newer"),
+])
+def test_bad_inputs_raise_value_error(kwargs, message):
+    arguments = dict(kind="fp8_gemm_nt", m=128, n=4096, k=7168) | kwargs
+    with pytest.raises(ValueError, match=message):
+        select(**arguments)

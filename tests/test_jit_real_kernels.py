@@ -1,0 +1,24 @@
+"""The real kernels in csrc/ compile to cubins for their arch with both compilers (CPU only).
+
+Kept apart from the JIT tests (which use trivial stand-in kernels) so that a broken kernel header
+fails here, by name, without hiding whether the JIT machinery itself works.
+"""
+import pytest
+
+from dgemm.heuristics import KINDS, select
+from dgemm.jit import compiler as compiler_module
+from dgemm.jit import elf, source
+
+SPECS = [select(kind, 128, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
+         for arch in ("sm_90a", "sm_80") for kind in KINDS]
+COMPILERS = ("nvrtc", "nvcc")
+
+
+@pytest.mark.parametrize("name", COMPILERS)
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.arch}-{s.gemm_type}")
+def test_the_real_kernel_compiles_to_a_cubin_for_its_arch(spec, name):
+    compiled = compiler_module.get_compiler(name).compile(spec, source.render(spec))
+    info = elf.read_cubin(compiled.cubin)
+    assert (info.machine, info.sm) == (elf.EM_CUDA, int(spec.arch[3:5]))
+    assert info.entry_symbols == (compiled.symbol,)
+    assert spec.cpp_instance().split("<")[0].split("::")[1] in compiled.symbol
