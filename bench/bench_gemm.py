@@ -50,7 +50,7 @@ def cublas_blockwise(a, b, m: int):
                                     out_dtype=torch.bfloat16)
 
 
-def bench_shape(m: int, n: int, k: int, sweep: bool):
+def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None):
     x, w, a, b, ref = make_inputs(m, n, k)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     flops = 2 * m * n * k
@@ -79,34 +79,35 @@ def bench_shape(m: int, n: int, k: int, sweep: bool):
         row[f"{name}_tflops"] = flops / row[f"{name}_us"] / 1e6
     row["ratio"] = row["dgemm_tflops"] / row["cublas_tflops"]
     spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
-    row["config"] = f"{spec.block_m}x{spec.block_n}x{spec.num_stages}"
+    row["config"] = f"{spec.block_m}x{spec.block_n}x{spec.num_stages}/mc{spec.num_tma_multicast}"
 
     if sweep:
-        row["sweep"] = sweep_block_n(spec, m, a, b, d, flops)
+        row["sweep"] = sweep_block_n(spec, m, a, b, d, flops, block_ns)
     return row
 
 
-def sweep_block_n(spec, m, a, b, d, flops):
-    """Time every legal block_n for this shape (to check and tune the heuristic)."""
+def sweep_block_n(spec, m, a, b, d, flops, block_ns=None):
+    """Time legal (block_m, block_n, multicast) configs for this shape (to tune the heuristic)."""
     from dgemm.heuristics import HOPPER_SMEM_CAPACITY, _hopper_block_ns, hopper_smem_bytes
     from dgemm.launch import hopper
 
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
-    for block_m in sorted({64, spec.block_m}):
-        if block_m < 128 and m > 4096:
-            continue
-        for block_n in _hopper_block_ns(block_m):
+    for block_m in sorted({64, spec.block_m}) if m <= 128 else (spec.block_m,):
+        for block_n in block_ns or _hopper_block_ns(block_m):
             stages = max((s for s in range(3, 17)
                           if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),
                          default=0)
             if not stages:
                 continue
-            candidate = dataclasses.replace(spec, block_m=block_m, block_n=block_n,
-                                            num_stages=stages)
-            fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
-            results[f"{block_m}x{block_n}x{stages}"] = flops / kernel_time_us(fn, iters=10) / 1e6
+            for multicast in (1, 2):
+                candidate = dataclasses.replace(spec, block_m=block_m, block_n=block_n,
+                                                num_stages=stages, num_tma_multicast=multicast,
+                                                multicast_on_a=multicast > 1)
+                fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
+                results[f"{block_m}x{block_n}x{stages}/mc{multicast}"] = (
+                    flops / kernel_time_us(fn, iters=10) / 1e6)
     return results
 
 
@@ -135,7 +136,11 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", type=pathlib.Path, default=SHAPES)
     parser.add_argument("--extra", action="append", default=[],
                         help="extra shape M,N,K (repeatable)")
-    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also time other tile configs for each shape")
+    parser.add_argument("--sweep-block-n", default="",
+                        help="comma-separated block_n values for --sweep (default: all legal)")
+    parser.add_argument("--only", default="", help="comma-separated row indices to run")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -143,9 +148,12 @@ def main(argv=None) -> int:
         return 2
     torch.manual_seed(0)
     shapes = dense_shapes(args.shapes) + [tuple(int(v) for v in s.split(",")) for s in args.extra]
+    if args.only:
+        shapes = [shapes[int(i)] for i in args.only.split(",")]
+    block_ns = [int(v) for v in args.sweep_block_n.split(",") if v]
     rows = []
     for m, n, k in shapes:
-        rows.append(bench_shape(m, n, k, args.sweep))
+        rows.append(bench_shape(m, n, k, args.sweep, block_ns))
         r = rows[-1]
         print(f"  {m}x{n}x{k}: dgemm {r['dgemm_tflops']:.0f} TFLOPS, cuBLAS-blk "
               f"{r['cublas_tflops']:.0f}, ratio {r['ratio']:.2f}, diff {r['diff']:.1e}", flush=True)

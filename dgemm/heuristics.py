@@ -114,12 +114,14 @@ def _hopper_block_ns(block_m: int) -> tuple:
     return tuple(n for n in range(16, 161, 8) if n + 128 - math.gcd(n, 128) <= 256)
 
 
-def _hopper_tile_cycles(block_m: int, block_n: int, k: int) -> float:
+def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
     """Rough SM cycles for one output tile; only its ratios between tile shapes matter.
     NOTES: FP8 WGMMA retires ~8192 FLOP/clk/SM (1979 TFLOPS / 132 SMs / 1.83 GHz), so a
-    128-deep K block takes block_m * block_n / 32 clk; TMA feeds ~80 B/clk/SM from L2."""
+    128-deep K block takes block_m * block_n / 32 clk. The first H200 run (bench/NOTES.md)
+    put the large shapes at ~28 B/clk/SM of L2->SM traffic without multicast, so loads are
+    charged at 40 B/clk/SM: L2 bandwidth, not the tensor cores, is what bounds them."""
     mma = block_m * block_n / 32
-    load = (block_m + block_n) * BLOCK_K / 80
+    load = (block_m / multicast + block_n) * BLOCK_K / 40
     epilogue = block_m * block_n * 2 / 64
     return ceil_div(k, BLOCK_K) * (max(mma, load) + 60) + epilogue
 
@@ -130,16 +132,21 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     block_m = 64 if m <= 64 else 128
     m_blocks = ceil_div(m, block_m) * (num_groups if gemm_type == "grouped_masked" else 1)
 
-    def score(block_n: int):
-        tiles = m_blocks * ceil_div(n, block_n)
+    def score(config):
+        block_n, multicast = config
+        tiles = m_blocks * ceil_div(ceil_div(n, block_n), multicast) * multicast
         waves = ceil_div(tiles, num_sms)
         last_wave = tiles - (waves - 1) * num_sms
-        # The slowest SM sets the time: waves x cycles per tile, with a tile's K block costing
-        # the larger of its tensor-core time and its load time, plus a fixed promotion cost.
-        return (waves * _hopper_tile_cycles(block_m, block_n, k), -last_wave,
-                ceil_div(n, block_n) * block_n - n, -block_n)
+        # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
+        # wave, less wasted area beyond N, the larger tile (better reuse).
+        return (waves * _hopper_tile_cycles(block_m, block_n, k, multicast), -last_wave,
+                ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
-    block_n = min(_hopper_block_ns(block_m), key=score)
+    # Clusters of 2 CTAs share each A tile through TMA multicast (same m-block, adjacent
+    # n-blocks), halving A's share of the L2->SM traffic, which bounds the large shapes.
+    multicasts = (1, 2) if num_sms % 2 == 0 else (1,)
+    block_n, multicast = min(((bn, mc) for bn in _hopper_block_ns(block_m) for mc in multicasts),
+                             key=score)
 
     # Deepest pipeline that fits: more bytes in flight hides TMA latency on the small-M shapes.
     num_stages = 0
@@ -153,7 +160,8 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
 
     return KernelSpec(kernel="fp8_gemm", gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
                       block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=num_stages,
-                      num_tma_multicast=1, multicast_on_a=False, num_sms=num_sms, arch="sm_90a")
+                      num_tma_multicast=multicast, multicast_on_a=multicast > 1, num_sms=num_sms,
+                      arch="sm_90a")
 
 
 # ------------------------------------------------------------------------------------------

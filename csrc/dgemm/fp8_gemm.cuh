@@ -40,7 +40,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
     static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
                   "a tile may span at most two 128-column B-scale blocks");
-    static_assert(kNumTMAMulticast == 1, "TMA multicast is not implemented yet");
+    static_assert(kNumTMAMulticast == 1 or (kNumTMAMulticast == 2 and kIsTMAMulticastOnA),
+                  "clusters of 2 CTAs share A tiles (same m-block, adjacent n-blocks)");
     static_assert(kGemmType == GemmType::Normal or kNumGroups >= 1, "group count");
 
     // ---- Types and sizes ----------------------------------------------------------------
@@ -52,6 +53,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
     constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
     constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;      // fp8: 1 byte each
+    // With multicast each CTA of the pair loads one slice of the A tile for both.
+    constexpr uint32_t kASliceRows = BLOCK_M / kNumTMAMulticast;
+    static_assert(kASliceRows % 8 == 0, "A slices must be whole 1024-byte swizzle atoms");
     constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_SCALES_A_SIZE_PER_STAGE = BLOCK_M * sizeof(float);
     constexpr uint32_t kStageBytes =
@@ -89,15 +93,20 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         tma_prefetch_descriptor(&tma_scales_a);
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                          // producer's expect_tx arrive
-            empty_barriers[i].init(kNumMathThreads / 32);      // one arrive per math warp
+            // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
+            empty_barriers[i].init(kNumMathThreads / 32 * kNumTMAMulticast);
         }
         fence_view_async_shared();
         fence_barrier_init();
     }
-    __syncthreads();
+    // The peer CTA multicasts into our shared memory: its barriers must be initialised too.
+    if constexpr (kNumTMAMulticast > 1)
+        cluster_sync();
+    else
+        __syncthreads();
 
-    auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups>(
-        shape_m, grouped_layout);
+    auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
+                               kNumTMAMulticast>(shape_m, grouped_layout);
     uint32_t m_block, n_block, group;
 
     if (threadIdx.x < 128) {
@@ -120,7 +129,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     MBarrier* full = full_barriers + stage;
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    tma_load_2d(&tma_a, full, smem_a + stage * SMEM_A_SIZE_PER_STAGE, k, a_row);
+                    uint8_t* a_dst = smem_a + stage * SMEM_A_SIZE_PER_STAGE;
+                    if constexpr (kNumTMAMulticast == 1) {
+                        tma_load_2d(&tma_a, full, a_dst, k, a_row);
+                    } else {
+                        const uint32_t slice = scheduler.rank * kASliceRows;
+                        tma_load_2d_multicast(&tma_a, full, a_dst + slice * BLOCK_K, k,
+                                              a_row + static_cast<int32_t>(slice),
+                                              (1u << kNumTMAMulticast) - 1);
+                    }
                     tma_load_2d(&tma_b, full, smem_b + stage * SMEM_B_SIZE_PER_STAGE, k, b_row);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + stage * BLOCK_M, sa_col,
                                 sa_row_base + static_cast<int32_t>(k_block));
@@ -142,8 +159,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         while (scheduler.next(m_block, n_block, group)) {
             // B scales of this tile: a tile may straddle two 128-column scale blocks.
             const uint32_t n_start = n_block * BLOCK_N;
+            // (A cluster's extra n-block past N is never stored; clamp its scale row.)
             const float* sb_lo = scales_b +
-                (group * kNumScaleRowsB + n_start / 128) * kNumKBlocks;
+                (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocks;
             const bool straddles = (n_start % 128) + BLOCK_N > 128 and
                                    n_start / 128 + 1 < kNumScaleRowsB;
             const float* sb_hi = straddles ? sb_lo + kNumKBlocks : sb_lo;
@@ -189,10 +207,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 for (uint32_t i = 0; i < kNumAccum; ++i)
                     fence_operand(accum[i]);
 
-                // The stage (tiles and A scales) is no longer needed: hand it back.
+                // The stage (tiles and A scales) is no longer needed: hand it back to every
+                // CTA whose producer writes into it.
                 __syncwarp();
-                if (lane_idx == 0)
-                    empty_barriers[stage].arrive();
+                if constexpr (kNumTMAMulticast == 1) {
+                    if (lane_idx == 0)
+                        empty_barriers[stage].arrive();
+                } else {
+                    if (lane_idx < kNumTMAMulticast)
+                        empty_barriers[stage].arrive_cluster(lane_idx);
+                }
 
                 // Promote: final += accum * scale_a(row) * scale_b(column block).
                 const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
@@ -253,6 +277,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
             }
         }
+    }
+
+    // Neither CTA of a cluster may exit while its peer can still arrive on its barriers.
+    if constexpr (kNumTMAMulticast > 1) {
+        __syncwarp();
+        cluster_sync();
     }
 #else
     // This kernel needs wgmma/setmaxnreg: it only has a body when compiled for sm_90a.

@@ -2,17 +2,27 @@
 // Persistent tile scheduler shared by the three GEMM variants. Tiles are handed out
 // round-robin (tile = blockIdx.x + i * gridDim.x); within a band of kNumNBlocksPerBand
 // n-blocks the order is n-fastest so that the CTAs of one wave share A and B tiles in L2.
-#include "utils.cuh"
+//
+// With a cluster of kNumMulticast CTAs sharing A (TMA multicast), the unit handed out is a
+// cluster tile: one m-block and kNumMulticast adjacent n-blocks, CTA rank r taking n-block
+// kNumMulticast * q + r. Both CTAs therefore walk identical sequences (same m-block, group and
+// skip decisions), which the shared pipeline needs; an n-block past N is computed but never
+// stored (its columns fail the N bound).
+#include "sync_utils.cuh"
 
 namespace dgemm {
 
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N,
-          uint32_t kNumGroups, uint32_t kNumNBlocksPerBand = 16>
+          uint32_t kNumGroups, uint32_t kNumMulticast, uint32_t kNumNBlocksPerBand = 16>
 struct Scheduler {
     static constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
+    // Columns of the scheduling grid: n-blocks, or clusters of kNumMulticast n-blocks.
+    static constexpr uint32_t kNumNUnits = ceil_div(kNumNBlocks, kNumMulticast);
+    static constexpr uint32_t kBandUnits = ceil_div(kNumNBlocksPerBand, kNumMulticast);
 
     // Normal and contiguous: the M of the whole problem. Masked: max_m (rows per group).
     uint32_t shape_m;
+    uint32_t rank = 0;               // CTA rank in the cluster (the n-block within the unit)
     const int32_t* grouped_layout;   // contiguous: m_indices; masked: masked_m; else unused
     int32_t iter = -1;
 
@@ -23,6 +33,8 @@ struct Scheduler {
 
     __device__ __forceinline__ Scheduler(uint32_t shape_m, const int32_t* grouped_layout)
         : shape_m(shape_m), grouped_layout(grouped_layout) {
+        if constexpr (kNumMulticast > 1)
+            rank = cluster_cta_rank();
         if constexpr (kGemmType == GemmType::GroupedMasked)
             group_num_m_blocks = masked_m_blocks(0);
     }
@@ -37,26 +49,27 @@ struct Scheduler {
         return ceil_div(masked_rows(group), BLOCK_M);
     }
 
-    // Rasterise a tile index inside an (num_m_blocks x kNumNBlocks) grid.
-    __device__ __forceinline__ static void tile_coords(uint32_t tile, uint32_t num_m_blocks,
-                                                       uint32_t& m_block, uint32_t& n_block) {
-        const uint32_t tiles_per_band = num_m_blocks * kNumNBlocksPerBand;
-        const uint32_t band = tile / tiles_per_band;
-        const uint32_t first_n = band * kNumNBlocksPerBand;
-        const uint32_t n_in_band = min(kNumNBlocksPerBand, kNumNBlocks - first_n);
-        const uint32_t in_band = tile - band * tiles_per_band;
+    // Rasterise a unit index inside an (num_m_blocks x kNumNUnits) grid.
+    __device__ __forceinline__ void tile_coords(uint32_t unit, uint32_t num_m_blocks,
+                                                uint32_t& m_block, uint32_t& n_block) const {
+        const uint32_t units_per_band = num_m_blocks * kBandUnits;
+        const uint32_t band = unit / units_per_band;
+        const uint32_t first_n = band * kBandUnits;
+        const uint32_t n_in_band = min(kBandUnits, kNumNUnits - first_n);
+        const uint32_t in_band = unit - band * units_per_band;
         m_block = in_band / n_in_band;
-        n_block = first_n + in_band % n_in_band;
+        n_block = (first_n + in_band % n_in_band) * kNumMulticast + rank;
     }
 
     // Next tile of this CTA: returns false when there is none. `group` is the B/scale group.
     __device__ __forceinline__ bool next(uint32_t& m_block, uint32_t& n_block, uint32_t& group) {
         while (true) {
-            const uint32_t tile = blockIdx.x + static_cast<uint32_t>(++iter) * gridDim.x;
+            const uint32_t tile = blockIdx.x / kNumMulticast +
+                                  static_cast<uint32_t>(++iter) * (gridDim.x / kNumMulticast);
             if constexpr (kGemmType == GemmType::GroupedMasked) {
                 // Walk forward to the group that holds `tile` (tiles only ever increase).
-                while (tile >= group_first_tile + group_num_m_blocks * kNumNBlocks) {
-                    group_first_tile += group_num_m_blocks * kNumNBlocks;
+                while (tile >= group_first_tile + group_num_m_blocks * kNumNUnits) {
+                    group_first_tile += group_num_m_blocks * kNumNUnits;
                     if (++group_idx >= kNumGroups)
                         return false;
                     group_num_m_blocks = masked_m_blocks(group_idx);
@@ -66,7 +79,7 @@ struct Scheduler {
                 return true;
             } else {
                 const uint32_t num_m_blocks = ceil_div(shape_m, BLOCK_M);
-                if (tile >= num_m_blocks * kNumNBlocks)
+                if (tile >= num_m_blocks * kNumNUnits)
                     return false;
                 tile_coords(tile, num_m_blocks, m_block, n_block);
                 if constexpr (kGemmType == GemmType::GroupedContiguous) {

@@ -19,10 +19,11 @@ _ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, cty
 
 
 def _tma_a(a: torch.Tensor, spec: KernelSpec):
-    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes.
+    With multicast each CTA of a cluster loads a 1/num_tma_multicast slice of the tile."""
     rows = a.numel() // spec.k
     return runtime.make_tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
-                                 (BLOCK_K, spec.block_m), _SWIZZLE_128B)
+                                 (BLOCK_K, spec.block_m // spec.num_tma_multicast), _SWIZZLE_128B)
 
 
 def _tma_b(b: torch.Tensor, spec: KernelSpec):
@@ -43,11 +44,13 @@ def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
 
 
 def grid_size(spec: KernelSpec, m: int) -> int:
-    """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles."""
+    """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles; a multiple of
+    the cluster size."""
+    cluster = spec.num_tma_multicast
     if spec.gemm_type == "grouped_masked":
-        return spec.num_sms                        # tile count depends on masked_m (device)
-    tiles = ceil_div(m, spec.block_m) * ceil_div(spec.n, spec.block_n)
-    return max(1, min(spec.num_sms, tiles))
+        return spec.num_sms - spec.num_sms % cluster   # tile count depends on masked_m (device)
+    units = ceil_div(m, spec.block_m) * ceil_div(ceil_div(spec.n, spec.block_n), cluster)
+    return max(1, min(spec.num_sms // cluster, units)) * cluster
 
 
 def launch(spec: KernelSpec, a, sa, b, sb, d, layout) -> None:
