@@ -18,18 +18,35 @@ _ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, cty
                           runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor)
 
 
+_descriptors: dict = {}
+_MAX_CACHED_DESCRIPTORS = 4096
+
+
+def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle: int):
+    """runtime.make_tma_desc, memoised: a descriptor holds nothing but these values, so one
+    encoded for the same address and geometry is the same descriptor (a freed and reused
+    address included). Saves a driver call per operand on the hot path."""
+    key = (ptr, dtype, dims, strides, box, swizzle)
+    desc = _descriptors.get(key)
+    if desc is None:
+        if len(_descriptors) >= _MAX_CACHED_DESCRIPTORS:
+            _descriptors.clear()
+        desc = _descriptors[key] = runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
+    return desc
+
+
 def _tma_a(a: torch.Tensor, spec: KernelSpec):
     """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes.
     With multicast each CTA of a cluster loads a 1/num_tma_multicast slice of the tile."""
     rows = a.numel() // spec.k
-    return runtime.make_tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
+    return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
                                  (BLOCK_K, spec.block_m // spec.num_tma_multicast), _SWIZZLE_128B)
 
 
 def _tma_b(b: torch.Tensor, spec: KernelSpec):
     """B as a 2-D [groups * N, K] fp8 map."""
     rows = b.numel() // spec.k
-    return runtime.make_tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
+    return _tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
                                  (BLOCK_K, spec.block_n), _SWIZZLE_128B)
 
 
@@ -39,7 +56,7 @@ def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
     rows = sa.shape[-2]
     row_stride = sa.stride(-1)                      # align(rows, 4): 16-byte aligned
     outer = sa.numel() // rows                      # K/128, times groups when masked
-    return runtime.make_tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
+    return _tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
                                  (spec.block_m, 1), _NO_SWIZZLE)
 
 
