@@ -95,7 +95,15 @@ def _check_devices(fn: str, named: Tuple[Tuple[str, torch.Tensor], ...]) -> torc
 
 
 # --- kernel choice ------------------------------------------------------------------------------
-_device_targets = {}      # device index -> (arch, launcher module) for the native kernel
+_device_targets = {}      # device index -> (arch, launcher name) for the native kernel
+_launchers = {}           # launcher name -> module; hopper is imported only when first needed
+
+
+def _launcher(name: str):
+    module = _launchers.get(name)
+    if module is None:
+        module = _launchers[name] = importlib.import_module(f"dgemm.launch.{name}")
+    return module
 
 
 def _native_target(device_index: int):
@@ -120,9 +128,9 @@ def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.de
     if env.get_bool("DGEMM_FORCE_PORTABLE"):
         # The portable kernel as an oracle on Hopper: "sm_90a" would select the Hopper kernel.
         arch, launcher = ("sm_90" if arch == "sm_90a" else arch), "portable"
-    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(device.index),
-                             arch=arch)
-    importlib.import_module(f"dgemm.launch.{launcher}").launch(spec, a, sa, b, sb, d, layout)
+    spec = heuristics.select(kind, m, n, k, num_groups,
+                             num_sms=utils.get_num_sms_for(device.index), arch=arch)
+    _launcher(launcher).launch(spec, a, sa, b, sb, d, layout)
 
 
 # --- public GEMMs -------------------------------------------------------------------------------

@@ -266,6 +266,13 @@ def get_kernel(spec, device_index: Optional[int] = None) -> LoadedKernel:
     return _load_spec(spec, device_index)
 
 
+def clear_loaded_kernels() -> None:
+    """Forget every loaded kernel so the next `get_kernel` walks the cache again (tests).
+    Modules are not unloaded: a launch still in flight may use them."""
+    with _load_lock:
+        _kernels.clear()
+
+
 def _load_spec(spec, device_index: int) -> LoadedKernel:
     from . import cache   # the cache walk (memory, disk, remote, compile) only on a miss
 
