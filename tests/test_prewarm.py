@@ -63,6 +63,13 @@ def test_grouped_entries_become_problems_with_their_group_count():
         manifest.Problem("m_grouped_fp8_gemm_nt_masked", 512, 7168, 2048, 2)]
 
 
+def test_contiguous_spread_adds_every_reachable_total_m():
+    # 2 groups of 140..260 rows, each padded to 256 or 384: totals 512..768 in steps of 128,
+    # plus the nominal 2 * 200.
+    assert manifest.contiguous_total_ms(2, 200, 0.3) == [400, 512, 640, 768]
+    assert manifest.contiguous_total_ms(2, 200, 0.0) == [400, 512]
+
+
 def test_the_deepseek_v3_preset_covers_all_three_kinds():
     problems = manifest.problems(manifest.load_preset("deepseek_v3"))
     assert {p.kind for p in problems} == {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 from dgemm.heuristics import KernelSpec, select
@@ -80,8 +81,11 @@ def parse_m_range(text: str) -> list[int]:
     return sorted(values)
 
 
-def problems(manifest: dict, extra_dense_m: list[int] = ()) -> list[Problem]:
-    """Every problem a manifest names; `extra_dense_m` adds M values to the dense shapes."""
+def problems(manifest: dict, extra_dense_m: list[int] = (),
+             contiguous_spread: float = 0.0) -> list[Problem]:
+    """Every problem a manifest names. `extra_dense_m` adds M values to the dense shapes;
+    `contiguous_spread` s adds every total M the contiguous layout takes when each group's rows
+    vary in m_per_group * [1 - s, 1 + s] (see `contiguous_total_ms`)."""
     found: set[Problem] = set()
     dense = manifest.get("dense", {})
     dense_m = set(_ints(dense.get("m", []), "dense.m")) | set(extra_dense_m)
@@ -93,13 +97,30 @@ def problems(manifest: dict, extra_dense_m: list[int] = ()) -> list[Problem]:
     for index, entry in enumerate(manifest.get("grouped_contiguous", [])):
         where = f"grouped_contiguous[{index}]"
         groups, m_per_group, n, k = _fields(entry, where, "groups", "m_per_group", "n", "k")
-        # The contiguous layout stacks every group's rows into one M.
-        found.add(Problem("m_grouped_fp8_gemm_nt_contiguous", groups * m_per_group, n, k, groups))
+        found.update(Problem("m_grouped_fp8_gemm_nt_contiguous", m, n, k, groups)
+                     for m in contiguous_total_ms(groups, m_per_group, contiguous_spread))
     for index, entry in enumerate(manifest.get("grouped_masked", [])):
         where = f"grouped_masked[{index}]"
         groups, expected_m, n, k = _fields(entry, where, "groups", "expected_m", "n", "k")
         found.add(Problem("m_grouped_fp8_gemm_nt_masked", expected_m, n, k, groups))
     return sorted(found)
+
+
+def contiguous_total_ms(groups: int, m_per_group: int, spread: float) -> list[int]:
+    """The M a contiguous grouped GEMM is called with: every group's rows stacked, each padded
+    to the 128-row alignment. The kernel choice depends on that total, so when the rows per
+    group vary in m_per_group * [1 - spread, 1 + spread] every reachable total is listed
+    (multiples of 128 between the extremes), plus the nominal groups * m_per_group."""
+    if not 0.0 <= spread < 1.0:
+        raise ManifestError(f"contiguous spread must be in [0, 1); got {spread!r}")
+    align = 128
+    lowest = groups * _align_up(math.ceil(m_per_group * (1 - spread)), align)
+    highest = groups * _align_up(math.floor(m_per_group * (1 + spread)), align)
+    return sorted({groups * m_per_group, *range(lowest, highest + 1, align)})
+
+
+def _align_up(value: int, align: int) -> int:
+    return max(align, (value + align - 1) // align * align)
 
 
 def specs_for(problem_list: list[Problem], num_sms: int,

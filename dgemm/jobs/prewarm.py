@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a packaged shape manifest")
     parser.add_argument("--m-range", type=_m_range, default=[], metavar="LIST",
                         help="extra M values for the dense shapes, e.g. '1-256,512,1024-8192:1024'")
+    parser.add_argument("--contiguous-spread", type=float, default=0.3, metavar="S",
+                        help="rows per group of a contiguous grouped GEMM vary in "
+                             "m_per_group * [1-S, 1+S]; prewarm every total M that reaches "
+                             "(default 0.3; 0 for the nominal M only)")
     parser.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
     parser.add_argument("--num-sms", type=_positive_int, default=132, metavar="N",
                         help="SM count of the GPUs that will run the kernels (default 132)")
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         source = f"preset {args.preset}" if args.preset else f"manifest {args.manifest}"
         manifest = (manifests.load_preset(args.preset) if args.preset
                     else manifests.load_manifest(args.manifest))
-        problem_list = manifests.problems(manifest, args.m_range)
+        problem_list = manifests.problems(manifest, args.m_range, args.contiguous_spread)
         served = manifests.specs_for(problem_list, args.num_sms, args.arch)
         disable_jit = _disable_jit_is_set()
     except ValueError as exc:       # ManifestError, or a malformed DGEMM_* variable
