@@ -1,0 +1,95 @@
+"""A real redis-server for tests: free 127.0.0.1 port, temp dir, no persistence.
+
+    server = RedisServer(tmp_path).start()
+    server.url            redis://127.0.0.1:<port>/0
+    server.pause()        SIGSTOP: connections are accepted by the kernel, nothing answers
+    server.resume()       SIGCONT
+    server.kill()         SIGKILL
+    server.restart()      a fresh, empty server on the same port
+
+Fixture: `redis_server` (one per test). Import it into a test module with
+`from redis_server import redis_server  # noqa: F401` (pytest puts tests/ on sys.path).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, directory: Path, port: int = 0, extra_args: tuple = ()):
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.extra_args = tuple(extra_args)
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self, timeout_s: float = 10.0) -> "RedisServer":
+        if not os.path.exists(REDIS_SERVER):
+            raise RuntimeError(f"redis-server not found at {REDIS_SERVER}; install it with "
+                               f"`apt-get install redis-server` (CI does this in .ci/run)")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+             "--protected-mode", "yes", *self.extra_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self.client().ping():
+                    return self
+            except redis.RedisError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start "
+                                   f"(exit code {self.process.poll()})")
+            time.sleep(0.02)
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)    # a stopped process still dies, but
+            self.process.kill()                         # CONT first keeps wait() prompt
+            self.process.wait(timeout=10)
+
+    def restart(self) -> "RedisServer":
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        self.kill()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
