@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -83,26 +84,35 @@ def run(args: argparse.Namespace) -> int:
     outcomes = compile_all(mine, args.jobs, progress)
     progress.close()
 
-    report = {
-        "source": source, "arch": args.arch, "num_sms": args.num_sms,
-        "shard": [index, count], "problems": len(problem_list),
-        "specs_total": len(served), "specs_in_shard": len(mine),
-        "compiled": _count(outcomes, "compiled"),
-        "already_cached": _count(outcomes, "cached") + _count(outcomes, "downloaded"),
-        "downloaded": _count(outcomes, "downloaded"),
-        "failed": _count(outcomes, "failed"),
-        "wall_seconds": round(time.monotonic() - started, 3),
-        "compile_seconds": round(sum(o["compile_seconds"] for o in outcomes), 3),
-        "jobs": args.jobs, "cache_dir": _cache_dir(), "remote": _remote_for_display(),
-        "kernels": [dict(o, problems=[vars(p) for p in served[o["spec"]]]) for o in outcomes],
-    }
-    for kernel in report["kernels"]:
-        kernel["spec"] = json.loads(kernel["spec"].to_json())
+    report = build_report(args, source, shard, problem_list, served, outcomes,
+                          wall_seconds=time.monotonic() - started)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(format_report(report))
     return EXIT_FAILED if report["failed"] else EXIT_OK
+
+
+def build_report(args: argparse.Namespace, source: str, shard: tuple[int, int],
+                 problem_list: list, served: dict, outcomes: list[dict],
+                 wall_seconds: float) -> dict:
+    kernels = []
+    for outcome in sorted(outcomes, key=lambda o: o["spec"].to_json()):
+        kernels.append(dict(outcome, spec=json.loads(outcome["spec"].to_json()),
+                            problems=[dataclasses.asdict(p) for p in served[outcome["spec"]]]))
+    return {
+        "source": source, "arch": args.arch, "num_sms": args.num_sms,
+        "shard": list(shard), "problems": len(problem_list),
+        "specs_total": len(served), "specs_in_shard": len(outcomes),
+        "compiled": _count(outcomes, "compiled"),
+        "already_cached": _count(outcomes, "cached") + _count(outcomes, "downloaded"),
+        "downloaded": _count(outcomes, "downloaded"),
+        "failed": _count(outcomes, "failed"),
+        "wall_seconds": round(wall_seconds, 3),
+        "compile_seconds": round(sum(o["compile_seconds"] for o in outcomes), 3),
+        "jobs": args.jobs, "cache_dir": _cache_dir(), "remote": _remote_for_display(),
+        "kernels": kernels,
+    }
 
 
 def shard_from_env(environ) -> tuple[int, int]:
