@@ -176,10 +176,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const uint32_t stage = iteration % kNumStages;
                 const uint32_t phase = (iteration / kNumStages) & 1;
                 const float b_lo = next_sb_lo, b_hi = next_sb_hi;
-                if (k_block + 1 < kNumKBlocks) {
-                    next_sb_lo = __ldg(sb_lo + k_block + 1);
-                    next_sb_hi = __ldg(sb_hi + k_block + 1);
-                }
                 full_barriers[stage].wait(phase);
 
                 const float a0 = smem_scales_a[stage * BLOCK_M + r0];
@@ -216,6 +212,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 } else {
                     if (lane_idx < kNumTMAMulticast)
                         empty_barriers[stage].arrive_cluster(lane_idx);
+                }
+
+                // Next K block's B scales, issued after the arrive so that it never waits on
+                // them; a whole K block of WGMMA hides their latency.
+                if (k_block + 1 < kNumKBlocks) {
+                    next_sb_lo = __ldg(sb_lo + k_block + 1);
+                    next_sb_hi = __ldg(sb_hi + k_block + 1);
                 }
 
                 // Promote: final += accum * scale_a(row) * scale_b(column block).

@@ -22,10 +22,13 @@ struct alignas(8) MBarrier {
         asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_addr(this)) : "memory");
     }
     // Arrive on the barrier at the same shared-memory offset in cluster CTA `cta_id`.
+    // NOTES: default (.release.cta) semantics: the consumer only read the stage through the
+    // async proxy, already complete; a .cluster-scope release made every arrive wait for the
+    // warp's outstanding global loads and tripled the k-block time (bench/NOTES.md, v2).
     __device__ __forceinline__ void arrive_cluster(uint32_t cta_id) {
         asm volatile("{ .reg .b32 remote;\n"
                      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-                     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }"
+                     "mbarrier.arrive.shared::cluster.b64 _, [remote]; }"
                      :: "r"(smem_addr(this)), "r"(cta_id) : "memory");
     }
     __device__ __forceinline__ void arrive_expect_tx(uint32_t bytes) {

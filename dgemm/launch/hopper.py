@@ -53,8 +53,15 @@ def _tma_b(b: torch.Tensor, spec: KernelSpec):
 def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
     """MN-major A scales as a 2-D [K/128 (x groups), rows] fp32 map; one box = one K block
     of one tile's rows. Rows past the logical M read as zeros (TMA out-of-bounds fill)."""
-    rows = sa.shape[-2]
-    row_stride = sa.stride(-1)                      # align(rows, 4): 16-byte aligned
+    rows, k_blocks = sa.shape[-2], sa.shape[-1]
+    # The layout's pitch between K blocks (and between groups, which follow one another).
+    # stride(-1) means nothing when K/128 == 1; the group stride then carries it.
+    if k_blocks > 1:
+        row_stride = sa.stride(-1)
+    elif sa.dim() == 3 and sa.shape[0] > 1:
+        row_stride = sa.stride(0)
+    else:
+        row_stride = ceil_div(rows, 4) * 4
     outer = sa.numel() // rows                      # K/128, times groups when masked
     return _tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
                                  (spec.block_m, 1), _NO_SWIZZLE)
