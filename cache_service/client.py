@@ -10,6 +10,7 @@ instead of redis-py's default of several retried attempts.
 """
 from __future__ import annotations
 
+import inspect
 import urllib.parse
 
 import redis
@@ -17,6 +18,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 DEFAULT_TIMEOUT_S = 2.0
+
+# No CLIENT SETINFO on connect: one round trip less per connection. redis-py >= 7 spells it
+# driver_info=None (lib_name/lib_version are deprecated there); older versions only know those.
+_NO_CLIENT_SETINFO = (
+    {"driver_info": None}
+    if "driver_info" in inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    else {"lib_name": None, "lib_version": None})
 
 
 def connect(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> redis.Redis:
@@ -31,9 +39,7 @@ def connect(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> redis.Redis:
             socket_timeout=timeout,
             retry=Retry(NoBackoff(), 0),       # the circuit breaker decides when to try again
             health_check_interval=0,
-            # No CLIENT SETINFO on connect: one round trip less per connection, and nothing
-            # that could block a fresh connection to a paused server beyond one timeout.
-            lib_name=None, lib_version=None,
+            **_NO_CLIENT_SETINFO,
         )
     except ValueError as error:
         raise ValueError(f"cannot use Redis URL {redact(url)!r}: {error}. Expected "

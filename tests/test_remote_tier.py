@@ -1,0 +1,240 @@
+"""RemoteTier against a real redis-server: verification, single flight, failure replay,
+breaker fallback and deferred uploads. Builds are plain functions here; the end-to-end tests
+through dgemm.jit.ensure_compiled are in test_remote_cluster.py."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import dgemm.jit
+from cache_service.breaker import CLOSED, OPEN
+from cache_service.client import connect
+from cache_service.namespace import Namespace
+from cache_service.remote_tier import RemoteTier, from_env
+from cache_service.settings import RemoteSettings
+from dgemm.jit.errors import CompileError, ConfigError
+from redis_server import make_entry_blob, redis_server  # noqa: F401
+
+KEY = "d1" * 32
+SECRET = b"cluster-secret"
+FAST = RemoteSettings(timeout_s=0.5, cooldown_s=60, lease_ttl_s=1.0, max_wait_s=10,
+                      failure_ttl_s=5)
+
+
+def make_tier(server, secret=None, settings=FAST) -> RemoteTier:
+    return RemoteTier(connect(server.url, settings.timeout_s), Namespace("t"), secret, settings,
+                      name=server.url)
+
+
+class CountingBuild:
+    def __init__(self, blob: bytes, seconds: float = 0.0, error: Exception = None):
+        self.blob, self.seconds, self.error, self.count = blob, seconds, error, 0
+
+    def __call__(self) -> bytes:
+        self.count += 1
+        time.sleep(self.seconds)
+        if self.error is not None:
+            raise self.error
+        return self.blob
+
+
+# --- get / put -----------------------------------------------------------------------------------
+def test_a_missing_key_is_a_miss(redis_server):
+    assert make_tier(redis_server).get(KEY) is None
+
+
+def test_a_put_entry_comes_back_verified_and_counts_a_remote_hit(redis_server):
+    tier, blob = make_tier(redis_server), make_entry_blob(KEY)
+    tier.put(KEY, blob)
+    assert tier.get(KEY) == blob
+    assert dgemm.jit.stats()["remote_hits"] == 1
+
+
+def _flip_a_bit(blob):
+    return blob[:100] + bytes([blob[100] ^ 1]) + blob[101:]
+
+
+@pytest.mark.parametrize("damage", [_flip_a_bit, lambda blob: blob[:-7],
+                                    lambda blob: make_entry_blob("e2" * 32)],
+                         ids=["bit-flip", "truncated", "wrong-key"])
+def test_a_damaged_remote_value_is_refused_and_deleted(redis_server, damage):
+    tier = make_tier(redis_server)
+    redis_server.client().set("t:entry:" + KEY, damage(make_entry_blob(KEY)))
+    assert tier.get(KEY) is None
+    assert not redis_server.client().exists("t:entry:" + KEY)
+    assert dgemm.jit.stats()["remote_errors"] == 1
+
+
+def test_an_unsigned_entry_is_refused_when_a_secret_is_set(redis_server):
+    tier = make_tier(redis_server, secret=SECRET)
+    redis_server.client().set("t:entry:" + KEY, make_entry_blob(KEY))
+    assert tier.get(KEY) is None
+
+
+def test_an_entry_signed_with_the_secret_is_accepted(redis_server):
+    tier, blob = make_tier(redis_server, secret=SECRET), make_entry_blob(KEY, secret=SECRET)
+    tier.put(KEY, blob)
+    assert tier.get(KEY) == blob
+
+
+def test_a_refused_value_replaced_meanwhile_is_not_deleted(redis_server):
+    tier, good = make_tier(redis_server), make_entry_blob(KEY)
+    tier.put(KEY, good)
+    assert tier.store.discard(KEY, _flip_a_bit(good)) is False
+    assert redis_server.client().get("t:entry:" + KEY) == good
+
+
+def test_a_hit_refreshes_the_entry_ttl(redis_server):
+    tier = make_tier(redis_server, settings=RemoteSettings(entry_ttl_s=100))
+    tier.put(KEY, make_entry_blob(KEY))
+    redis_server.client().pexpire("t:entry:" + KEY, 1000)
+    tier.get(KEY)
+    assert redis_server.client().pttl("t:entry:" + KEY) > 90_000
+
+
+def test_get_never_raises_when_redis_is_down(redis_server):
+    tier = make_tier(redis_server)
+    redis_server.kill()
+    assert tier.get(KEY) is None
+    assert tier.breaker.state == OPEN
+
+
+# --- single flight -----------------------------------------------------------------------------
+def test_a_miss_is_built_once_and_published(redis_server):
+    tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
+    assert tier.single_flight(KEY, build) == build.blob
+    assert build.count == 1
+    assert redis_server.client().get("t:entry:" + KEY) == build.blob
+
+
+def test_a_published_entry_is_downloaded_instead_of_built(redis_server):
+    make_tier(redis_server).put(KEY, make_entry_blob(KEY))
+    build = CountingBuild(make_entry_blob(KEY))
+    make_tier(redis_server).single_flight(KEY, build)
+    assert build.count == 0
+
+
+def test_a_waiter_gets_the_owners_blob_when_it_is_published(redis_server):
+    blob = make_entry_blob(KEY)
+    owner_build, waiter_build = CountingBuild(blob, seconds=0.5), CountingBuild(blob)
+    owner = threading.Thread(target=make_tier(redis_server).single_flight,
+                             args=(KEY, owner_build))
+    owner.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    assert make_tier(redis_server).single_flight(KEY, waiter_build) == blob
+    owner.join()
+    assert (owner_build.count, waiter_build.count) == (1, 0)
+    assert time.monotonic() - started < 0.5     # woken by the notification, not a re-check
+    assert dgemm.jit.stats()["waits"] == 1
+
+
+def test_a_waiter_takes_over_when_the_owner_dies_without_publishing(redis_server):
+    redis_server.client().set("t:lease:" + KEY, "dead-owner", px=600)
+    build = CountingBuild(make_entry_blob(KEY))
+    started = time.monotonic()
+    make_tier(redis_server).single_flight(KEY, build)
+    assert build.count == 1 and time.monotonic() - started < 0.6 + 0.5
+
+
+def test_an_owner_that_raises_releases_the_lease_at_once(redis_server):
+    tier = make_tier(redis_server)
+    with pytest.raises(KeyboardInterrupt):
+        tier.single_flight(KEY, CountingBuild(b"", error=KeyboardInterrupt()))
+    assert not redis_server.client().exists("t:lease:" + KEY)
+
+
+def test_a_compile_failure_is_replayed_to_other_nodes_with_its_log(redis_server):
+    failing = CountingBuild(b"", error=CompileError("nvrtc: 1 error", log="x.cu(3): error"))
+    with pytest.raises(CompileError):
+        make_tier(redis_server).single_flight(KEY, failing)
+    other = CountingBuild(make_entry_blob(KEY))
+    with pytest.raises(CompileError) as replayed:
+        make_tier(redis_server).single_flight(KEY, other)
+    assert other.count == 0 and replayed.value.log == "x.cu(3): error"
+
+
+def test_a_failure_without_a_compiler_log_is_not_replayed(redis_server):
+    broken_install = CountingBuild(b"", error=CompileError("NVRTC is unavailable"))
+    with pytest.raises(CompileError):
+        make_tier(redis_server).single_flight(KEY, broken_install)
+    other = CountingBuild(make_entry_blob(KEY))
+    make_tier(redis_server).single_flight(KEY, other)
+    assert other.count == 1
+
+
+def test_a_waiter_gives_up_after_the_max_wait_and_builds_locally(redis_server):
+    redis_server.client().set("t:lease:" + KEY, "slow-owner", px=60_000)
+    settings = RemoteSettings(timeout_s=0.5, lease_ttl_s=1.0, max_wait_s=0.4)
+    build = CountingBuild(make_entry_blob(KEY))
+    started = time.monotonic()
+    make_tier(redis_server, settings=settings).single_flight(KEY, build)
+    assert build.count == 1 and time.monotonic() - started < 0.4 + 0.5
+
+
+# --- Redis trouble -----------------------------------------------------------------------------
+def test_a_dead_redis_falls_back_to_building_locally_and_opens_the_breaker(redis_server):
+    tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
+    redis_server.kill()
+    assert tier.single_flight(KEY, build) == build.blob
+    assert tier.breaker.state == OPEN and dgemm.jit.stats()["remote_errors"] == 1
+
+
+def test_a_paused_redis_costs_at_most_one_timeout(redis_server):
+    tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
+    tier.get("00" * 32)          # an established connection, as in a running job
+    redis_server.pause()
+    try:
+        started = time.monotonic()
+        tier.single_flight(KEY, build)
+        elapsed = time.monotonic() - started
+    finally:
+        redis_server.resume()
+    assert build.count == 1 and elapsed < FAST.timeout_s + 0.3
+
+
+def test_an_open_breaker_skips_redis_entirely(redis_server):
+    tier = make_tier(redis_server)
+    redis_server.kill()
+    tier.single_flight("00" * 32, CountingBuild(make_entry_blob("00" * 32)))
+    started = time.monotonic()
+    tier.single_flight(KEY, CountingBuild(make_entry_blob(KEY)))
+    assert time.monotonic() - started < 0.05
+
+
+def test_entries_built_during_an_outage_are_uploaded_when_redis_returns(redis_server):
+    settings = RemoteSettings(timeout_s=0.5, cooldown_s=0.2, lease_ttl_s=1.0)
+    tier, blob = make_tier(redis_server, settings=settings), make_entry_blob(KEY)
+    redis_server.kill()
+    tier.single_flight(KEY, CountingBuild(blob))
+    assert tier.pending_uploads == 1
+    redis_server.start()
+    time.sleep(0.3)
+    other = "f0" * 32
+    tier.single_flight(other, CountingBuild(make_entry_blob(other)))
+    assert tier.breaker.state == CLOSED and tier.pending_uploads == 0
+    assert redis_server.client().get("t:entry:" + KEY) == blob
+    assert redis_server.client().exists("t:entry:" + other)
+
+
+# --- configuration -----------------------------------------------------------------------------
+def test_no_remote_tier_without_dgemm_remote_cache():
+    assert from_env() is None
+
+
+def test_from_env_reads_url_namespace_and_bounds(monkeypatch, redis_server):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("DGEMM_REMOTE_NAMESPACE", "team-a")
+    monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.25")
+    tier = from_env()
+    assert tier.namespace.prefix == "team-a" and tier.settings.timeout_s == 0.25
+    assert tier.client.connection_pool.connection_kwargs["socket_timeout"] == 0.25
+
+
+def test_a_malformed_timeout_names_the_variable(monkeypatch, redis_server):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "two seconds")
+    with pytest.raises(ConfigError, match="DGEMM_REMOTE_TIMEOUT"):
+        from_env()
