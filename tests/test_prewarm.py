@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dgemm.jobs import manifest, prewarm
+from redis_server import redis_server  # noqa: F401  (fixture: a real redis-server)
 
 # M = 1 and 32 share a spec (and so do 65 and 128): 4 problems, fewer specs.
 SMALL_MANIFEST = {"dense": {"m": [1, 32, 65, 128], "nk": [[256, 512]]}}
@@ -128,3 +129,15 @@ def test_prewarm_exits_1_and_reports_the_compiler_log_when_a_kernel_fails(
     assert code == 1
     assert report["failed"] == report["specs_total"] and report["compiled"] == 0
     assert all("this_is_not_cuda" in k["error"] for k in report["kernels"])
+
+
+# --- with the remote tier -------------------------------------------------------------------------
+def test_a_second_node_downloads_what_the_first_node_prewarmed_into_redis(
+        capsys, cache, small_manifest, redis_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    code, first = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "2")
+    assert code == 0 and first["compiled"] == first["specs_total"] > 0
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "other-node"))
+    code, second = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "2")
+    assert code == 0
+    assert (second["compiled"], second["downloaded"]) == (0, second["specs_total"])
