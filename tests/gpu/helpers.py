@@ -130,9 +130,14 @@ def calc_diff_rows(d: torch.Tensor, ref: torch.Tensor, rows: torch.Tensor) -> fl
 
 # --- timing and tables ----------------------------------------------------------------------------
 def kernel_us(fn: Callable[[], object], iterations: int = 10) -> float:
-    """Mean device time of `fn` in microseconds (CUDA events, after one warm-up call)."""
+    """Mean device time of `fn` in microseconds (CUDA events, after one warm-up call).
+
+    A spin kernel queued first keeps the GPU busy while the host enqueues the calls, so host
+    overhead does not leak into the measurement (no L2 flush: use bench/ for BENCH.md figures).
+    """
     fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(20_000_000)      # ~10 ms at 2 GHz: longer than enqueuing the calls
     start.record()
     for _ in range(iterations):
         fn()
