@@ -173,3 +173,19 @@ def test_an_entry_whose_lock_is_held_is_not_removed(disk, this_compiler, run_gc)
     assert code == 0
     assert (held.exists(), free.exists()) == (True, False)
     assert report["skipped_locked"] == [str(held)]
+
+
+def test_with_a_secret_set_unsigned_entries_are_removed_as_corrupt(
+        disk, this_compiler, run_gc, monkeypatch):
+    unsigned = put_entry(disk, 1, this_compiler)
+    monkeypatch.setenv("DGEMM_CACHE_SECRET", "s3cret")
+    code, report = run_gc()
+    assert code == 0 and not unsigned.exists()
+    assert "unsigned" in report["actions"][0]["detail"]
+
+
+def test_a_cache_dir_that_does_not_exist_yet_is_cleaned_without_error(disk, run_gc):
+    code, report = run_gc()
+    assert code == 0
+    assert (report["entries_before"], report["errors"]) == (0, [])
+    assert not disk.root.exists()
