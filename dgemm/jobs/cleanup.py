@@ -154,7 +154,9 @@ class Cleaner:
                 continue
             try:
                 # Unlinking while holding it is safe: filelock waiters that were queued on this
-                # inode see it has no name any more and retry on a fresh file.
+                # inode see it has no name any more and retry on a fresh file. (Releases that
+                # do not re-check could let two processes compile one key; publishing is
+                # atomic, so the worst case is a wasted compile.)
                 self._act("dead_lock", path, 0, path.unlink)
             finally:
                 lock.release()
