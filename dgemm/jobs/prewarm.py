@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
     parser.add_argument("--num-sms", type=_positive_int, default=132, metavar="N",
                         help="SM count of the GPUs that will run the kernels (default 132)")
-    parser.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
-                        help="parallel compile processes (default: CPU count)")
+    parser.add_argument("--jobs", type=_positive_int, default=_usable_cpus(), metavar="N",
+                        help="parallel compile processes (default: the CPUs this process may "
+                             "use)")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                         help="compile only shard I of N (0-based); default from torchrun's "
                              "RANK/WORLD_SIZE, else 0/1")
@@ -309,6 +310,14 @@ def _m_range(text: str) -> list[int]:
         return manifests.parse_m_range(text)
     except manifests.ManifestError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _usable_cpus() -> int:
+    # The affinity mask, not os.cpu_count(): a container or a taskset may allow fewer CPUs
+    # than the host has.
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def _positive_int(text: str) -> int:
