@@ -60,12 +60,12 @@ class RemoteTier:
     # --- Tier interface -------------------------------------------------------------------------
     def get(self, key: str) -> Optional[bytes]:
         try:
-            return self._download(key)
+            return self.download(key)
         except RemoteUnavailable:
             return None
 
     def put(self, key: str, blob: bytes) -> None:
-        self._call(lambda: self.store.store(key, blob))
+        self.call(lambda: self.store.store(key, blob))
 
     # --- single flight --------------------------------------------------------------------------
     def single_flight(self, key: str, build: Callable[[], bytes]) -> bytes:
@@ -91,7 +91,7 @@ class RemoteTier:
 
     def _download_or_claim(self, key: str):
         """The verified blob, or our Lease when this node must build it."""
-        blob = self._download(key)
+        blob = self.download(key)
         if blob is not None:
             return blob
         deadline = time.monotonic() + self.settings.max_wait_s
@@ -99,12 +99,12 @@ class RemoteTier:
         waited = False
         # Subscribe before looking, so a publication between the look and the wait is queued.
         with Subscription(self.client, channels=(self.namespace.channel(key),)) as notifications:
-            self._call(notifications.open)
+            self.call(notifications.open)
             while True:
                 lease = Lease(self.store, key, int(self.settings.lease_ttl_s * 1000))
-                claim = self._call(lease.acquire)
+                claim = self.call(lease.acquire)
                 if claim.state == PRESENT:
-                    blob = self._download(key)
+                    blob = self.download(key)
                     if blob is not None:
                         return blob
                     continue        # refused and discarded, or expired just now: claim again
@@ -123,11 +123,11 @@ class RemoteTier:
                                          f"more than DGEMM_REMOTE_WAIT="
                                          f"{self.settings.max_wait_s:g} s")
                 timeout = min(claim.holder_ttl_ms / 1000 + 0.01, recheck_s, left)
-                self._call(lambda: notifications.wait(timeout))
+                self.call(lambda: notifications.wait(timeout))
 
     def _build_and_publish(self, lease: Lease, build: Callable[[], bytes]) -> bytes:
         key = lease.key
-        with Renewer(lambda: self._call(lease.renew), self.settings.lease_ttl_s / 3):
+        with Renewer(lambda: self.call(lease.renew), self.settings.lease_ttl_s / 3):
             try:
                 blob = build()
             except CompileError as error:
@@ -137,7 +137,7 @@ class RemoteTier:
                 self._quietly(lease.release)
                 raise
         try:
-            self._call(lambda: lease.publish(blob))
+            self.call(lambda: lease.publish(blob))
         except LeaseNotOwnedError as error:
             logger.warning("dgemm: %s", error)      # our blob is still good for this process
         except RemoteUnavailable:
@@ -154,9 +154,10 @@ class RemoteTier:
                                                    int(self.settings.failure_ttl_s * 1000)))
 
     # --- downloads --------------------------------------------------------------------------------
-    def _download(self, key: str) -> Optional[bytes]:
-        """Fetch and verify; a refused blob is deleted remotely and reads as a miss."""
-        blob = self._call(lambda: self.store.fetch(key))
+    def download(self, key: str) -> Optional[bytes]:
+        """Fetch and verify; a refused blob is deleted remotely and reads as a miss. Unlike
+        `get`, raises RemoteUnavailable, so callers can tell "absent" from "unreachable"."""
+        blob = self.call(lambda: self.store.fetch(key))
         if blob is None:
             return None
         try:
@@ -167,7 +168,7 @@ class RemoteTier:
                 self._refused.add(key)
                 logger.warning("dgemm: refusing remote entry %s (%s); deleting it so it is "
                                "rebuilt", key[:12], error)
-            self._call(lambda: self.store.discard(key, blob))
+            self.call(lambda: self.store.discard(key, blob))
             return None
         stats.incr("remote_hits")
         return blob
@@ -196,8 +197,9 @@ class RemoteTier:
             return len(self._pending)
 
     # --- Redis calls ------------------------------------------------------------------------------
-    def _call(self, operation: Callable):
-        """Run one Redis request through the circuit breaker; count requests and failures."""
+    def call(self, operation: Callable):
+        """Run one Redis request through the circuit breaker; count requests and failures.
+        Raises RemoteUnavailable when Redis failed or the breaker refused."""
         self.calls += 1
         try:
             return self.breaker.call(operation)
@@ -210,7 +212,7 @@ class RemoteTier:
         """Best-effort cleanup: a lost lease or an unreachable Redis only delays waiters until
         the lease expires."""
         try:
-            self._call(operation)
+            self.call(operation)
         except (RemoteUnavailable, LeaseNotOwnedError) as error:
             logger.debug("dgemm: lease cleanup skipped (%s)", error)
 

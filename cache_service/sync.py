@@ -1,0 +1,186 @@
+"""Moving entries between a node's disk and Redis: push, pull, and the sync agent that keeps
+doing both.
+
+    push(tier, disk)                  upload the entries Redis lacks
+    pull(tier, disk, match)           download the matching entries the disk lacks
+    SyncAgent(tier, disk, match).run()  push, pull, then follow new publications until SIGTERM
+
+Every blob is verified on the way, in both directions: the disk tier's get verifies what is
+uploaded, the remote tier's get verifies what is downloaded (digest, key, HMAC with a secret).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import threading
+import time
+from typing import Callable, Optional
+
+from dgemm.jit.tiers import DiskTier
+
+from .breaker import RemoteUnavailable
+from .notifications import Subscription
+from .remote_tier import RemoteTier
+
+logger = logging.getLogger("dgemm.remote")
+
+_BATCH = 256       # keys per pipelined EXISTS round trip
+
+
+@dataclasses.dataclass
+class Transfer:
+    """What one push or pull did."""
+    copied: int = 0          # entries moved
+    present: int = 0         # already on the other side
+    skipped: int = 0         # another arch or compiler (pull only)
+    failed: int = 0          # unreadable or refused on the way (see the log)
+    bytes: int = 0
+
+    def add(self, other: "Transfer") -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """Which remote entries a node wants: its archs and its compiler ("nvrtc 13.0"). An empty
+    field matches everything."""
+    archs: tuple = ()
+    compiler: Optional[str] = None
+
+    def __call__(self, meta: dict) -> bool:
+        if self.archs and meta.get("arch") not in self.archs:
+            return False
+        return self.compiler is None or meta.get("compiler") == self.compiler
+
+
+Progress = Callable[[str], None]      # called once per entry handled, with a short summary
+
+
+def push(tier: RemoteTier, disk: DiskTier, progress: Optional[Progress] = None,
+         keys: Optional[list] = None) -> Transfer:
+    """Upload local entries that Redis does not hold. Raises RemoteUnavailable."""
+    result = Transfer()
+    keys = sorted(key for key, _ in disk.iter_entries()) if keys is None else keys
+    for start in range(0, len(keys), _BATCH):
+        batch = keys[start:start + _BATCH]
+        present = tier.call(lambda: tier.store.present(batch))
+        for key, found in zip(batch, present):
+            if found:
+                result.present += 1
+            else:
+                blob = disk.get(key)        # verified; a bad local entry is removed, not sent
+                if blob is None:
+                    result.failed += 1
+                else:
+                    tier.put(key, blob)
+                    result.copied += 1
+                    result.bytes += len(blob)
+            if progress:
+                progress(key[:12])
+    return result
+
+
+def pull(tier: RemoteTier, disk: DiskTier, match: Match = Match(),
+         progress: Optional[Progress] = None) -> Transfer:
+    """Download remote entries that `match` and the disk lacks. Raises RemoteUnavailable."""
+    result = Transfer()
+    listing = tier.call(lambda: list(tier.store.iter_meta()))
+    for key, meta, _ in listing:
+        result.add(pull_one(tier, disk, key, meta, match))
+        if progress:
+            progress(key[:12])
+    return result
+
+
+def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Match) -> Transfer:
+    if not match(meta):
+        return Transfer(skipped=1)
+    if disk.entry_path(key).exists():
+        return Transfer(present=1)
+    blob = tier.download(key)          # verified; a refused blob is deleted remotely
+    if blob is None:
+        return Transfer(failed=1)       # expired since listing, or refused
+    disk.put(key, blob)
+    return Transfer(copied=1, bytes=len(blob))
+
+
+class SyncAgent:
+    """`dgemm-cache sync`: a foreground per-node daemon. Reconciles (push, then pull) at start
+    and every `reconcile_s`, and between reconciliations downloads each entry published
+    anywhere in the cluster as its notification arrives, so later processes on the node hit
+    local disk. Redis outages are waited out (the reconcile after it catches up). SIGTERM or
+    SIGINT stops it within about a second, between two entries."""
+
+    def __init__(self, tier: RemoteTier, disk: DiskTier, match: Match = Match(),
+                 reconcile_s: float = 300.0, poll_s: float = 1.0):
+        self.tier, self.disk, self.match = tier, disk, match
+        self.reconcile_s, self.poll_s = reconcile_s, poll_s
+        self.stopping = threading.Event()
+        self.totals = Transfer()
+
+    def stop(self, *_signal_args) -> None:
+        self.stopping.set()
+
+    def run(self) -> Transfer:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, self.stop)
+        logger.info("dgemm sync: following %s", self.tier.breaker.name)
+        while not self.stopping.is_set():
+            try:
+                self._follow()
+            except _Stopped:
+                break
+            except RemoteUnavailable as error:
+                logger.warning("dgemm sync: %s; retrying in %g s", error,
+                               self.tier.breaker.cooldown_s)
+                self.stopping.wait(max(self.tier.breaker.cooldown_s, self.poll_s))
+        logger.info("dgemm sync: stopped after %s", self.totals)
+        return self.totals
+
+    def _follow(self) -> None:
+        ns = self.tier.namespace
+        with Subscription(self.tier.client, patterns=(ns.all_channels,)) as notifications:
+            # Subscribed first, so nothing published during the reconcile is missed.
+            self.tier.call(notifications.open)
+            self.reconcile()
+            next_reconcile = time.monotonic() + self.reconcile_s
+            while not self.stopping.is_set():
+                message = self.tier.call(lambda: notifications.wait(self.poll_s))
+                if message is not None and message[1] == "published":
+                    self._pull_published(ns.key_of_channel(message[0]))
+                if time.monotonic() >= next_reconcile:
+                    self.reconcile()
+                    next_reconcile = time.monotonic() + self.reconcile_s
+
+    def reconcile(self) -> None:
+        """Push what Redis lacks, pull what this node lacks. Raises RemoteUnavailable."""
+        pushed = push(self.tier, self.disk, progress=self._stop_check)
+        pulled = pull(self.tier, self.disk, self.match, progress=self._stop_check)
+        self.totals.add(pushed)
+        self.totals.add(pulled)
+        logger.info("dgemm sync: pushed %d, pulled %d (%d failed)", pushed.copied,
+                    pulled.copied, pushed.failed + pulled.failed)
+
+    def _pull_published(self, key: str) -> None:
+        raw = self.tier.call(lambda: self.tier.client.hget(self.tier.namespace.meta, key))
+        meta = _json_or_empty(raw)
+        self.totals.add(pull_one(self.tier, self.disk, key, meta, self.match))
+
+    def _stop_check(self, _summary: str) -> None:
+        if self.stopping.is_set():
+            raise _Stopped()
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _json_or_empty(raw) -> dict:
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return {}

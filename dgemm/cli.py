@@ -1,0 +1,470 @@
+"""`dgemm-cache`: inspect and move dgemm's kernel cache (local disk and the Redis remote tier).
+
+    dgemm-cache stats [--json | --prometheus]   entries and bytes per tier, cluster counters
+    dgemm-cache ls [--remote] [--json]          one line per kernel
+    dgemm-cache verify [--remote] [--dry-run]   check every entry; remove the bad ones
+    dgemm-cache push                            upload local entries Redis lacks
+    dgemm-cache pull [--arch A] [--any-compiler]  download this node's entries Redis holds
+    dgemm-cache export FILE [--remote]          write a verified bundle (air-gapped clusters)
+    dgemm-cache import FILE [--push]            verify a bundle into the local cache
+    dgemm-cache sync [--arch A] [--once]        per-node daemon: push, pull, follow (SIGTERM)
+    dgemm-cache prewarm ...                     compile a workload's kernels ahead of time
+    dgemm-cache gc ...                          keep the local cache within budget
+
+Configuration comes from the DGEMM_* environment (DGEMM_CACHE_DIR, DGEMM_REMOTE_CACHE,
+DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Exit status, for scripts:
+    0  success
+    1  failure: some entry was bad, refused or could not be moved (see the report)
+    2  usage: bad arguments or a malformed DGEMM_* variable
+    3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
+  130  interrupted
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import time
+from typing import Optional
+
+import torch
+
+from cache_service import bundle, sync
+from cache_service.breaker import RemoteUnavailable
+from cache_service.remote_tier import from_env as remote_from_env
+from dgemm.jit import compiler, env
+from dgemm.jit import entry as entry_format
+from dgemm.jit.errors import ConfigError, DgemmError, EntryError
+from dgemm.jit.tiers import DiskTier
+from dgemm.jobs import cleanup, prewarm
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class _RemoteMissing(Exception):
+    """The subcommand needs DGEMM_REMOTE_CACHE."""
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.handler(args)
+    except ConfigError as error:
+        print(f"dgemm-cache: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except _RemoteMissing:
+        print("dgemm-cache: this command needs the remote cache; set DGEMM_REMOTE_CACHE, e.g. "
+              "redis://host:6379/0", file=sys.stderr)
+        return EXIT_NO_REMOTE
+    except RemoteUnavailable as error:
+        print(f"dgemm-cache: remote cache unavailable: {error}", file=sys.stderr)
+        return EXIT_NO_REMOTE
+    except DgemmError as error:
+        print(f"dgemm-cache: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("dgemm-cache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dgemm-cache", description=__doc__.split("\n\n")[0],
+        epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
+               "130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at info level")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    stats = command("stats", cmd_stats, "entries and bytes per tier, and the cluster counters")
+    output = stats.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--prometheus", action="store_true",
+                        help="print Prometheus text format (for a node exporter's textfile)")
+
+    ls = command("ls", cmd_ls, "list cached kernels")
+    ls.add_argument("--remote", action="store_true", help="list Redis instead of local disk")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+
+    verify = command("verify", cmd_verify, "verify every entry (digest, key, HMAC with a "
+                                           "secret) and remove the bad ones")
+    verify.add_argument("--remote", action="store_true", help="verify Redis instead of disk")
+    verify.add_argument("--dry-run", action="store_true", help="report only; remove nothing")
+    _add_output_flags(verify)
+
+    push = command("push", cmd_push, "upload local entries that Redis does not hold")
+    _add_output_flags(push)
+
+    pull = command("pull", cmd_pull, "download the entries for this node's arch and compiler")
+    _add_match_flags(pull)
+    _add_output_flags(pull)
+
+    export = command("export", cmd_export, "write every verified entry into one bundle file")
+    export.add_argument("file", help="bundle to write (a tar file)")
+    export.add_argument("--remote", action="store_true", help="export Redis instead of disk")
+    _add_output_flags(export)
+
+    imports = command("import", cmd_import, "verify a bundle's entries into the local cache")
+    imports.add_argument("file", help="bundle written by `dgemm-cache export`")
+    imports.add_argument("--push", action="store_true", help="also upload them to Redis")
+    imports.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    sync = command("sync", cmd_sync, "per-node daemon: push local-only entries, pull this "
+                                     "node's entries, then follow new publications until "
+                                     "SIGTERM")
+    _add_match_flags(sync)
+    sync.add_argument("--once", action="store_true", help="push and pull once, then exit")
+    sync.add_argument("--reconcile-every", type=float, default=300.0, metavar="SECONDS",
+                      help="full push and pull interval, catching missed notifications "
+                           "(default 300)")
+    sync.add_argument("--json", action="store_true", help="print the final totals as JSON")
+
+    for name, job, help in (("prewarm", prewarm, "compile a workload's kernels ahead of time, "
+                                                  "without a GPU"),
+                            ("gc", cleanup, "keep the local cache healthy and within budget")):
+        sub = command(name, lambda args, job=job: job.run(args), help)
+        job.add_arguments(sub)
+    return parser
+
+
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _add_match_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", action="append", default=None, metavar="ARCH",
+                        help="architecture to pull, repeatable (default: this node's GPU, "
+                             "else sm_90a)")
+    parser.add_argument("--any-compiler", action="store_true",
+                        help="pull entries of every compiler, not only this node's")
+
+
+# ------------------------------------------------------------------------------------------------
+# Subcommands
+# ------------------------------------------------------------------------------------------------
+def cmd_stats(args) -> int:
+    disk = _disk()
+    local = [path.stat().st_size for _, path in disk.iter_entries()]
+    report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
+              "remote": None}
+    status = EXIT_OK
+    tier = _remote(required=False)
+    if tier is not None:
+        remote = {"url": tier.breaker.name, "namespace": tier.namespace.prefix, "up": False}
+        try:
+            listing = tier.call(lambda: list(tier.store.iter_meta()))
+            remote.update(up=True, entries=len(listing),
+                          bytes=sum(int(meta.get("bytes", 0)) for _, meta, _ in listing),
+                          counters=tier.call(tier.store.counters))
+        except RemoteUnavailable as error:
+            remote["error"] = str(error)
+            status = EXIT_NO_REMOTE
+        report["remote"] = remote
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.prometheus:
+        print(format_prometheus(report), end="")
+    else:
+        print(format_stats(report))
+    return status
+
+
+def cmd_ls(args) -> int:
+    rows = []
+    if args.remote:
+        tier = _remote()
+        for key, meta, last_use in tier.call(lambda: list(tier.store.iter_meta())):
+            rows.append(_row(key, meta.get("spec") or {}, meta.get("compiler"),
+                             meta.get("bytes"), last_use))
+    else:
+        for key, path in _disk().iter_entries():
+            try:
+                header = entry_format.read_header(path.read_bytes())
+            except (OSError, EntryError) as error:
+                rows.append(_row(key, {}, f"unreadable: {error}", None, None))
+                continue
+            stat = path.stat()
+            rows.append(_row(key, header.get("spec") or {}, header.get("compiler"),
+                             stat.st_size, stat.st_mtime))
+    rows.sort(key=lambda row: (row["kernel"], row["gemm_type"], row["n"], row["k"], row["key"]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(format_listing(rows))
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    report = {"checked": 0, "bad": [], "removed": 0, "where": "remote" if args.remote else "local"}
+    if args.remote:
+        tier = _remote()
+        keys = [key for key, _, _ in tier.call(lambda: list(tier.store.iter_meta()))]
+        progress = _progress("verify", len(keys), args)
+        for key in keys:
+            blob = tier.call(lambda: tier.store.client.get(tier.namespace.entry(key)))
+            if blob is not None:
+                report["checked"] += 1
+                problem = _problem(blob, key, env.cache_secret())
+                if problem:
+                    report["bad"].append({"key": key, "problem": problem})
+                    if not args.dry_run and tier.call(lambda: tier.store.discard(key, blob)):
+                        report["removed"] += 1
+            progress.advance(key[:12])
+        progress.close()
+        if not args.dry_run:
+            report["stale_index_members_removed"] = tier.call(tier.store.prune)
+    else:
+        disk = _disk()
+        entries = list(disk.iter_entries())
+        progress = _progress("verify", len(entries), args)
+        for key, path in entries:
+            try:
+                problem = _problem(path.read_bytes(), key, disk.secret)
+            except FileNotFoundError:
+                continue                    # removed by gc or replaced meanwhile
+            except OSError as error:
+                problem = f"unreadable: {error}"
+            report["checked"] += 1
+            if problem:
+                report["bad"].append({"key": key, "problem": problem})
+                if not args.dry_run:
+                    disk.remove(key)
+                    report["removed"] += 1
+            progress.advance(key[:12])
+        progress.close()
+    _print_report(args, report, f"verified {report['checked']} {report['where']} entries: "
+                                f"{len(report['bad'])} bad, {report['removed']} removed",
+                  details=[f"  {bad['key'][:12]}  {bad['problem']}" for bad in report["bad"]])
+    return EXIT_FAILED if report["bad"] else EXIT_OK
+
+
+def cmd_push(args) -> int:
+    tier, disk = _remote(), _disk()
+    total = sum(1 for _ in disk.iter_entries())
+    progress = _progress("push", total, args)
+    result = sync.push(tier, disk, progress=progress.advance)
+    progress.close()
+    return _print_transfer(args, "pushed", result)
+
+
+def cmd_pull(args) -> int:
+    tier, disk = _remote(), _disk()
+    match = _match(args)
+    total = tier.call(lambda: tier.store.client.hlen(tier.namespace.meta))
+    progress = _progress("pull", total, args)
+    result = sync.pull(tier, disk, match, progress=progress.advance)
+    progress.close()
+    return _print_transfer(args, "pulled", result)
+
+
+def cmd_export(args) -> int:
+    if args.remote:
+        tier = _remote()
+        keys = [key for key, _, _ in tier.call(lambda: list(tier.store.iter_meta()))]
+        fetch = tier.download
+    else:
+        disk = _disk()
+        keys = sorted(key for key, _ in disk.iter_entries())
+        fetch = disk.get
+    unreadable = []
+
+    def verified_blobs():
+        for key in keys:
+            blob = fetch(key)               # verified by the tier; bad entries are removed
+            if blob is None:
+                unreadable.append(key)
+            else:
+                yield key, blob
+
+    progress = _progress("export", len(keys), args)
+    report = bundle.export_bundle(args.file, verified_blobs(), progress=progress.advance)
+    progress.close()
+    summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
+               "refused": len(unreadable)}
+    _print_report(args, summary, f"exported {report.entries} entries ({_size(report.bytes)}) "
+                                 f"to {args.file}; {len(unreadable)} refused")
+    return EXIT_FAILED if unreadable else EXIT_OK
+
+
+def cmd_import(args) -> int:
+    disk = _disk()
+    tier = _remote() if args.push else None
+    uploaded = []
+
+    def accept(key: str, blob: bytes) -> None:
+        disk.put(key, blob)
+        if tier is not None:
+            tier.put(key, blob)
+            uploaded.append(key)
+
+    report = bundle.import_bundle(args.file, env.cache_secret(), accept)
+    summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
+               "refused": report.refused, "pushed": len(uploaded)}
+    _print_report(args, summary, f"imported {report.entries} entries ({_size(report.bytes)}) "
+                                 f"from {args.file}; {report.refused} refused"
+                                 + (f"; {len(uploaded)} pushed" if args.push else ""))
+    return EXIT_FAILED if report.refused else EXIT_OK
+
+
+def cmd_sync(args) -> int:
+    tier, disk = _remote(), _disk()
+    if not args.verbose:
+        logging.getLogger("dgemm.remote").setLevel(logging.INFO)
+    agent = sync.SyncAgent(tier, disk, _match(args), reconcile_s=args.reconcile_every)
+    if args.once:
+        agent.reconcile()           # Redis down: RemoteUnavailable, exit 3
+    else:
+        agent.run()                 # until SIGTERM or SIGINT, through Redis outages
+    totals = agent.totals
+    _print_report(args, dataclasses.asdict(totals),
+                  f"sync: moved {totals.copied} entries ({_size(totals.bytes)}), "
+                  f"{totals.failed} failed")
+    # A daemon stopped by a signal has done its job; a one-shot sync reports failures.
+    return EXIT_FAILED if args.once and totals.failed else EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------------
+def _disk():
+    return DiskTier(env.cache_dir(), env.cache_secret())
+
+
+def _remote(required: bool = True):
+    tier = remote_from_env()
+    if tier is None and required:
+        raise _RemoteMissing()
+    return tier
+
+
+def _match(args):
+    archs = tuple(args.arch) if args.arch else (_this_node_arch(),)
+    return sync.Match(archs=archs,
+                 compiler=None if args.any_compiler else compiler.get_compiler().identity)
+
+
+def _this_node_arch() -> str:
+    """The arch dgemm compiles for on this node's first GPU; sm_90a on a GPU-less host."""
+    if not torch.cuda.is_available():
+        return "sm_90a"
+    major, minor = torch.cuda.get_device_capability(0)
+    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
+def _problem(blob: bytes, key: str, secret) -> Optional[str]:
+    try:
+        entry_format.unpack(blob, key, secret)
+    except EntryError as error:
+        return str(error)
+    return None
+
+
+def _progress(label: str, total: int, args):
+    return prewarm.Progress(label, total, enabled=not getattr(args, "no_progress", False))
+
+
+def _print_report(args, report: dict, line: str, details: tuple = ()) -> None:
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join([line, *details]))
+
+
+def _print_transfer(args, verb: str, result) -> int:
+    _print_report(args, dataclasses.asdict(result),
+                  f"{verb} {result.copied} entries ({_size(result.bytes)}); "
+                  f"{result.present} already there, {result.skipped} for other archs or "
+                  f"compilers, {result.failed} failed")
+    return EXIT_FAILED if result.failed else EXIT_OK
+
+
+def _row(key: str, spec: dict, compiler, size, last_use) -> dict:
+    return {"key": key, "kernel": spec.get("kernel", "?"), "gemm_type": spec.get("gemm_type", "?"),
+            "n": spec.get("n", 0), "k": spec.get("k", 0), "groups": spec.get("num_groups"),
+            "block": f"{spec.get('block_m', '?')}x{spec.get('block_n', '?')}",
+            "stages": spec.get("num_stages"), "arch": spec.get("arch"), "compiler": compiler,
+            "bytes": size, "last_used": last_use}
+
+
+def format_listing(rows: list) -> str:
+    lines = [f"{'key':12}  {'kernel':17} {'type':18} {'n':>6} {'k':>6} {'block':>7} "
+             f"{'stages':>6}  {'arch':7} {'compiler':11} {'bytes':>8}  last used"]
+    for row in rows:
+        used = (time.strftime("%Y-%m-%d %H:%M", time.localtime(row["last_used"]))
+                if row["last_used"] else "-")
+        lines.append(f"{row['key'][:12]}  {row['kernel']:17} {row['gemm_type']:18} "
+                     f"{row['n']:>6} {row['k']:>6} {row['block']:>7} {row['stages'] or '-':>6}  "
+                     f"{row['arch'] or '-':7} {row['compiler'] or '-':11} "
+                     f"{row['bytes'] or 0:>8}  {used}")
+    lines.append(f"{len(rows)} entries")
+    return "\n".join(lines)
+
+
+def format_stats(report: dict) -> str:
+    local = report["local"]
+    lines = [f"local   {local['dir']}: {local['entries']} entries, {_size(local['bytes'])}"]
+    remote = report["remote"]
+    if remote is None:
+        lines.append("remote  not configured (DGEMM_REMOTE_CACHE is unset)")
+    elif not remote["up"]:
+        lines.append(f"remote  {remote['url']} [{remote['namespace']}]: unreachable "
+                     f"({remote['error']})")
+    else:
+        counters = ", ".join(f"{name} {value}" for name, value in
+                             sorted(remote["counters"].items())) or "no events yet"
+        lines.append(f"remote  {remote['url']} [{remote['namespace']}]: {remote['entries']} "
+                     f"entries, {_size(remote['bytes'])}; {counters}")
+    return "\n".join(lines)
+
+
+def format_prometheus(report: dict) -> str:
+    """Prometheus text exposition format (version 0.0.4)."""
+    local, remote = report["local"], report["remote"]
+    entries = [('tier="local"', local["entries"])]
+    sizes = [('tier="local"', local["bytes"])]
+    if remote and remote["up"]:
+        entries.append(('tier="remote"', remote["entries"]))
+        sizes.append(('tier="remote"', remote["bytes"]))
+    out = []
+
+    def metric(name: str, kind: str, help: str, samples: list) -> None:
+        out.append(f"# HELP {name} {help}")
+        out.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            out.append(f"{name}{{{labels}}} {value}" if labels else f"{name} {value}")
+
+    metric("dgemm_cache_entries", "gauge", "Kernel entries held by the cache tier.", entries)
+    metric("dgemm_cache_bytes", "gauge", "Bytes of kernel entries held by the cache tier.",
+           sizes)
+    if remote is not None:
+        metric("dgemm_remote_up", "gauge", "Whether the remote cache answered (1) or not (0).",
+               [("", 1 if remote["up"] else 0)])
+        if remote["up"]:
+            metric("dgemm_remote_events_total", "counter",
+                   "Cluster-wide remote cache events (hits, misses, publishes, failures, "
+                   "refused).",
+                   [(f'event="{name}"', value) for name, value in
+                    sorted(remote["counters"].items())])
+    return "\n".join(out) + "\n"
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
