@@ -97,11 +97,11 @@ def redis_server(tmp_path):
 
 # --- entries to put into it -------------------------------------------------------------------
 def make_entry_blob(key: str = "ab" * 32, secret: bytes = None, cubin: bytes = b"\x7fELF-cubin",
-                    n: int = 4096) -> bytes:
+                    arch: str = "sm_90a", compiler: str = "nvrtc 13.0") -> bytes:
     """A well-formed entry blob (dgemm.jit.entry format) for `key`, without compiling."""
     from dgemm.heuristics import select
     from dgemm.jit import entry
-    spec = select("fp8_gemm_nt", 128, n, 7168)
-    return entry.pack(entry.Entry(key=key, spec=spec, compiler="nvrtc 13.0", flags=("-O3",),
+    spec = select("fp8_gemm_nt", 128, 4096, 7168, arch=arch)
+    return entry.pack(entry.Entry(key=key, spec=spec, compiler=compiler, flags=("-O3",),
                                   symbol="_Z6kernelv", cubin=cubin, created=time.time(),
                                   compile_seconds=0.5), secret)
