@@ -271,8 +271,8 @@ def test_the_sync_daemon_follows_new_publications_and_exits_0_on_sigterm(disk, r
         remote_tier_put(remote, KEY_B, make_entry_blob(KEY_B))
         _wait_for(lambda: disk.entry_path(KEY_B).exists(), "the published entry on disk")
         daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)     # its output is a few lines: the pipe cannot fill
         out = daemon.stdout.read()
-        daemon.wait(timeout=10)
     finally:
         if daemon.poll() is None:
             daemon.kill()
