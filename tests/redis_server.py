@@ -33,18 +33,49 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int = 0, extra_args: tuple = ()):
+    def __init__(self, directory: Path, port: int = 0, user: tuple = None, tls: bool = False):
+        """`user=(name, password)`: only that ACL user may connect (the default user is off).
+        `tls=True`: TLS only, with a self-signed certificate for 127.0.0.1 (needs openssl)."""
         self.directory = Path(directory)
         self.port = port or free_port()
-        self.extra_args = tuple(extra_args)
+        self.user = user
+        self.tls = tls
         self.process = None
 
     @property
+    def ca_file(self) -> Path:
+        return self.directory / "cert.pem"
+
+    @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        credentials = f"{self.user[0]}:{self.user[1]}@" if self.user else ""
+        if self.tls:
+            return f"rediss://{credentials}127.0.0.1:{self.port}/0?ssl_ca_certs={self.ca_file}"
+        return f"redis://{credentials}127.0.0.1:{self.port}/0"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis.from_url(self.url, socket_timeout=5)
+
+    def _args(self) -> list:
+        args = ["--port", str(self.port)]
+        if self.tls:
+            self._make_certificate()
+            args = ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no",
+                    "--tls-cert-file", str(self.ca_file),
+                    "--tls-key-file", str(self.directory / "key.pem"),
+                    "--tls-ca-cert-file", str(self.ca_file)]
+        if self.user:
+            args += ["--user", "default", "off",
+                     "--user", self.user[0], "on", ">" + self.user[1], "~*", "&*", "+@all"]
+        return args
+
+    def _make_certificate(self) -> None:
+        if not self.ca_file.exists():
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                            "-keyout", str(self.directory / "key.pem"), "-out", str(self.ca_file),
+                            "-days", "1", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"],
+                           check=True, capture_output=True)
 
     def start(self, timeout_s: float = 10.0) -> "RedisServer":
         if not os.path.exists(REDIS_SERVER):
@@ -52,9 +83,9 @@ class RedisServer:
                                f"`apt-get install redis-server` (CI does this in .ci/run)")
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+            [REDIS_SERVER, *self._args(), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-             "--protected-mode", "yes", *self.extra_args],
+             "--protected-mode", "yes"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while True:

@@ -10,12 +10,12 @@ import pytest
 
 import dgemm.jit
 from cache_service.breaker import CLOSED, OPEN
-from cache_service.client import connect
+from cache_service.client import connect, redact
 from cache_service.namespace import Namespace
 from cache_service.remote_tier import RemoteTier, from_env
 from cache_service.settings import RemoteSettings
 from dgemm.jit.errors import CompileError, ConfigError
-from redis_server import make_entry_blob, redis_server  # noqa: F401
+from redis_server import RedisServer, make_entry_blob, redis_server  # noqa: F401
 
 KEY = "d1" * 32
 SECRET = b"cluster-secret"
@@ -238,3 +238,40 @@ def test_a_malformed_timeout_names_the_variable(monkeypatch, redis_server):
     monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "two seconds")
     with pytest.raises(ConfigError, match="DGEMM_REMOTE_TIMEOUT"):
         from_env()
+
+
+def test_an_acl_user_from_the_url_can_publish_and_download(tmp_path):
+    server = RedisServer(tmp_path / "acl", user=("trainer", "pa55word")).start()
+    try:
+        tier, build = make_tier(server), CountingBuild(make_entry_blob(KEY))
+        tier.single_flight(KEY, build)
+        assert make_tier(server).get(KEY) == build.blob
+    finally:
+        server.stop()
+
+
+def test_a_rejected_password_opens_the_breaker_and_the_build_runs_locally(tmp_path):
+    server = RedisServer(tmp_path / "acl", user=("trainer", "pa55word")).start()
+    try:
+        wrong = RemoteTier(connect(server.url.replace("pa55word", "guess")), Namespace("t"),
+                           None, FAST, name="wrong-password")
+        build = CountingBuild(make_entry_blob(KEY))
+        assert wrong.single_flight(KEY, build) == build.blob
+        assert wrong.breaker.state == OPEN and build.count == 1
+    finally:
+        server.stop()
+
+
+def test_a_rediss_url_with_a_ca_certificate_talks_tls(tmp_path):
+    server = RedisServer(tmp_path / "tls", tls=True).start()
+    try:
+        tier, blob = make_tier(server), make_entry_blob(KEY)
+        tier.put(KEY, blob)
+        assert tier.get(KEY) == blob and tier.breaker.state == CLOSED
+    finally:
+        server.stop()
+
+
+def test_logged_urls_hide_the_password():
+    assert redact("redis://trainer:pa55word@cache:6379/0") == "redis://trainer:***@cache:6379/0"
+    assert redact("redis://cache:6379/0") == "redis://cache:6379/0"
