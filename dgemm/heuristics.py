@@ -143,9 +143,10 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         return (waves * _hopper_tile_cycles(block_m, block_n, k, multicast), -last_wave,
                 ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
-    # Clusters of 2 CTAs share each A tile through TMA multicast (same m-block, adjacent
-    # n-blocks), halving A's share of the L2->SM traffic, which bounds the large shapes.
-    multicasts = (1, 2) if num_sms % 2 == 0 else (1,)
+    # Clusters of 2 CTAs can share each A tile through TMA multicast (same m-block, adjacent
+    # n-blocks); measured slower than independent CTAs on every benchmark shape so far
+    # (bench/NOTES.md v3), so the heuristic leaves it off.
+    multicasts = (1,)
     block_n, multicast = min(((bn, mc) for bn in _hopper_block_ns(block_m) for mc in multicasts),
                              key=score)
 

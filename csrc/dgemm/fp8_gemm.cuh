@@ -153,8 +153,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // Accumulator fragment: rows r0 and r0 + 8, columns 8 * i + 2 * (lane % 4) + {0, 1}.
         const uint32_t r0 = math_wg * WGMMA_M + warp_in_wg * 16 + lane_idx / 4;
 
+        // NOTES: two math warpgroups take turns on the tensor cores, one K block each: a
+        // warpgroup issues its WGMMAs only once the other's previous K block has completed,
+        // so one promotes while the other multiplies. Issued together, their WGMMAs
+        // interleave, finish together and leave the tensor cores idle during both
+        // promotions (bench/NOTES.md v4). Named barriers 3 and 4 carry the turn.
+        constexpr bool kAlternateWarpgroups = kNumMathThreads == 256;
+        constexpr uint32_t kTurnBarrier = 3;
+        bool first_issue = true;
         float accum[kNumAccum], final_accum[kNumAccum];
-        uint32_t iteration = 0;
+        uint32_t iteration = 0;        // K blocks consumed so far: selects stage and phase
 
         while (scheduler.next(m_block, n_block, group)) {
             // B scales of this tile: a tile may straddle two 128-column scale blocks.
@@ -170,38 +178,39 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
-
             float next_sb_lo = __ldg(sb_lo), next_sb_hi = __ldg(sb_hi);
-            for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block, ++iteration) {
-                const uint32_t stage = iteration % kNumStages;
-                const uint32_t phase = (iteration / kNumStages) & 1;
-                const float b_lo = next_sb_lo, b_hi = next_sb_hi;
-                full_barriers[stage].wait(phase);
 
-                const float a0 = smem_scales_a[stage * BLOCK_M + r0];
-                const float a1 = smem_scales_a[stage * BLOCK_M + r0 + 8];
-
-                const uint8_t* a_tile = smem_a + stage * SMEM_A_SIZE_PER_STAGE +
-                                        math_wg * WGMMA_M * BLOCK_K;
-                const uint8_t* b_tile = smem_b + stage * SMEM_B_SIZE_PER_STAGE;
-                const uint64_t desc_a = make_smem_desc_k128b(a_tile);
-                const uint64_t desc_b = make_smem_desc_k128b(b_tile);
-
+            // Wait for K block `k_block`'s stage and issue its WGMMAs into `acc` (one group).
+            auto issue = [&](float* acc, uint32_t k_block) {
+                const uint32_t stage = (iteration + k_block) % kNumStages;
+                full_barriers[stage].wait(((iteration + k_block) / kNumStages) & 1);
+                const uint64_t desc_a = make_smem_desc_k128b(
+                    smem_a + stage * SMEM_A_SIZE_PER_STAGE + math_wg * WGMMA_M * BLOCK_K);
+                const uint64_t desc_b = make_smem_desc_k128b(
+                    smem_b + stage * SMEM_B_SIZE_PER_STAGE);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(accum[i]);
+                    fence_operand(acc[i]);
                 wgmma_fence();
                 #pragma unroll
                 for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
                     // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
-                    WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4),
-                               accum, k > 0);
+                    WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4), acc,
+                               k > 0);
                 }
                 wgmma_commit_group();
-                wgmma_wait_group<0>();
+            };
+
+            // K block `k_block`'s WGMMAs into `acc` are complete: release its stage and
+            // promote: final += acc * scale_a(row) * scale_b(column block).
+            auto promote = [&](float* acc, uint32_t k_block) {
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(accum[i]);
+                    fence_operand(acc[i]);
+                const uint32_t stage = (iteration + k_block) % kNumStages;
+                const float a0 = smem_scales_a[stage * BLOCK_M + r0];
+                const float a1 = smem_scales_a[stage * BLOCK_M + r0 + 8];
+                const float b_lo = next_sb_lo, b_hi = next_sb_hi;
 
                 // The stage (tiles and A scales) is no longer needed: hand it back to every
                 // CTA whose producer writes into it.
@@ -221,19 +230,32 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     next_sb_hi = __ldg(sb_hi + k_block + 1);
                 }
 
-                // Promote: final += accum * scale_a(row) * scale_b(column block).
                 const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
                 const float s0_hi = a0 * b_hi, s1_hi = a1 * b_hi;
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
                     const bool lo = i * 8 < split_col;
                     const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
-                    final_accum[i * 4 + 0] += s0 * accum[i * 4 + 0];
-                    final_accum[i * 4 + 1] += s0 * accum[i * 4 + 1];
-                    final_accum[i * 4 + 2] += s1 * accum[i * 4 + 2];
-                    final_accum[i * 4 + 3] += s1 * accum[i * 4 + 3];
+                    final_accum[i * 4 + 0] += s0 * acc[i * 4 + 0];
+                    final_accum[i * 4 + 1] += s0 * acc[i * 4 + 1];
+                    final_accum[i * 4 + 2] += s1 * acc[i * 4 + 2];
+                    final_accum[i * 4 + 3] += s1 * acc[i * 4 + 3];
                 }
+            };
+
+            for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
+                if constexpr (kAlternateWarpgroups) {
+                    if (math_wg == 1 or not first_issue)
+                        named_barrier_sync(kTurnBarrier + math_wg, 256);
+                    first_issue = false;
+                }
+                issue(accum, k_block);
+                wgmma_wait_group<0>();
+                if constexpr (kAlternateWarpgroups)
+                    named_barrier_arrive(kTurnBarrier + (1 - math_wg), 256);
+                promote(accum, k_block);
             }
+            iteration += kNumKBlocks;
 
             // ---- Epilogue: registers -> padded smem -> coalesced global stores ----------
             const uint32_t barrier_id = 1 + math_wg;
@@ -279,6 +301,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
                 }
             }
+        }
+        // Warpgroup 1 handed warpgroup 0 one more turn after its last K block: take it, so
+        // no arrival is left pending on the barrier.
+        if constexpr (kAlternateWarpgroups) {
+            if (math_wg == 0 and not first_issue)
+                named_barrier_sync(kTurnBarrier, 256);
         }
     }
 

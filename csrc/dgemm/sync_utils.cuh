@@ -63,6 +63,11 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(num_threads) : "memory");
 }
 
+// Arrive on named barrier `id` without waiting (the other `num_threads` minus ours wait).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t num_threads) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(num_threads) : "memory");
+}
+
 __device__ __forceinline__ uint32_t cluster_cta_rank() {
     uint32_t rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
