@@ -12,7 +12,7 @@ deleted from Redis (if nobody replaced it meanwhile) and treated as a miss, so i
 from __future__ import annotations
 
 import collections
-import json
+import contextlib
 import logging
 import threading
 import time
@@ -96,11 +96,12 @@ class RemoteTier:
             return blob
         deadline = time.monotonic() + self.settings.max_wait_s
         recheck_s = self.settings.lease_ttl_s / 3
-        waited = False
-        # Subscribe before looking, so a publication between the look and the wait is queued.
-        with Subscription(self.client, channels=(self.namespace.channel(key),)) as notifications:
-            self.call(notifications.open)
+        with contextlib.ExitStack() as cleanup:
+            notifications = None
             while True:
+                if time.monotonic() > deadline:
+                    raise _WaitedTooLong(f"no copy of {key[:12]} was published within "
+                                         f"DGEMM_REMOTE_WAIT={self.settings.max_wait_s:g} s")
                 lease = Lease(self.store, key, int(self.settings.lease_ttl_s * 1000))
                 claim = self.call(lease.acquire)
                 if claim.state == PRESENT:
@@ -112,17 +113,19 @@ class RemoteTier:
                     raise _replayed_failure(key, claim.failure)
                 if claim.state == ACQUIRED:
                     return lease
-                # HELD: another node is compiling. Wake on its notification, or when its
-                # lease could have expired (owner died), or at the re-check interval.
-                if not waited:
+                # HELD: another node is compiling.
+                if notifications is None:
+                    # Subscribe only now (an owner never needs to), then look again before
+                    # waiting: a publication just before the subscription would be missed.
                     stats.incr("waits")
-                    waited = True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise _WaitedTooLong(f"another node has held the lease on {key[:12]} for "
-                                         f"more than DGEMM_REMOTE_WAIT="
-                                         f"{self.settings.max_wait_s:g} s")
-                timeout = min(claim.holder_ttl_ms / 1000 + 0.01, recheck_s, left)
+                    notifications = cleanup.enter_context(
+                        Subscription(self.client, channels=(self.namespace.channel(key),)))
+                    self.call(notifications.open)
+                    continue
+                # Wake on the owner's notification, or when its lease could have expired (it
+                # died), or at the re-check interval (a notification lost with a connection).
+                timeout = min(claim.holder_ttl_ms / 1000 + 0.01, recheck_s,
+                              max(deadline - time.monotonic(), 0.0))
                 self.call(lambda: notifications.wait(timeout))
 
     def _build_and_publish(self, lease: Lease, build: Callable[[], bytes]) -> bytes:
