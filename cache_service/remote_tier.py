@@ -48,7 +48,7 @@ class RemoteTier:
         self.settings = settings
         self.store = EntryStore(client, namespace, int(settings.entry_ttl_s * 1000))
         self.breaker = breaker or CircuitBreaker(name, settings.cooldown_s)
-        self.calls = 0                     # Redis requests made (for benchmarks)
+        self.calls = 0                     # Redis requests sent (for benchmarks)
         self._pending = collections.OrderedDict()     # key -> blob awaiting upload
         self._pending_lock = threading.Lock()
         self._refused: set = set()         # keys already logged as refused
@@ -203,9 +203,11 @@ class RemoteTier:
     def call(self, operation: Callable):
         """Run one Redis request through the circuit breaker; count requests and failures.
         Raises RemoteUnavailable when Redis failed or the breaker refused."""
-        self.calls += 1
+        def counted():
+            self.calls += 1         # only requests that reach the network
+            return operation()
         try:
-            return self.breaker.call(operation)
+            return self.breaker.call(counted)
         except RemoteUnavailable as error:
             if error.cause is not None:
                 stats.incr("remote_errors")
