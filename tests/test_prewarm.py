@@ -89,6 +89,12 @@ def test_shard_defaults_to_torchrun_rank_and_world_size():
     assert prewarm.shard_from_env({}) == (0, 1)
 
 
+def test_default_jobs_share_the_cpus_among_the_ranks_of_a_node():
+    alone = prewarm.default_jobs({})
+    assert prewarm.default_jobs({"LOCAL_WORLD_SIZE": str(alone * 4)}) == 1
+    assert prewarm.default_jobs({"LOCAL_WORLD_SIZE": "1"}) == alone >= 1
+
+
 # --- compiling ------------------------------------------------------------------------------------
 def test_prewarm_compiles_each_unique_spec_once(capsys, cache, small_manifest):
     code, report = run_prewarm(capsys, "--manifest", str(small_manifest), "--jobs", "2")

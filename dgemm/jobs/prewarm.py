@@ -44,9 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
     parser.add_argument("--num-sms", type=_positive_int, default=132, metavar="N",
                         help="SM count of the GPUs that will run the kernels (default 132)")
-    parser.add_argument("--jobs", type=_positive_int, default=_usable_cpus(), metavar="N",
+    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
                         help="parallel compile processes (default: the CPUs this process may "
-                             "use)")
+                             "use, divided among torchrun's LOCAL_WORLD_SIZE ranks)")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                         help="compile only shard I of N (0-based); default from torchrun's "
                              "RANK/WORLD_SIZE, else 0/1")
@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     index, count = shard
     mine = list(served)[index::count]
+    args.jobs = args.jobs or default_jobs(os.environ)
     started = time.monotonic()
     progress = Progress("prewarm", len(mine), enabled=not args.no_progress)
     outcomes = compile_all(mine, args.jobs, progress)
@@ -312,12 +313,18 @@ def _m_range(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _usable_cpus() -> int:
-    # The affinity mask, not os.cpu_count(): a container or a taskset may allow fewer CPUs
-    # than the host has.
+def default_jobs(environ) -> int:
+    """The CPUs this process may use (the affinity mask, not os.cpu_count(): a container or a
+    taskset may allow fewer than the host has), shared among the prewarm ranks of this node."""
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count() or 1
+    try:
+        local_ranks = max(1, int(environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local_ranks = 1
+    return max(1, cpus // local_ranks)
 
 
 def _positive_int(text: str) -> int:
