@@ -86,7 +86,7 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None):
     return row
 
 
-def sweep_block_n(spec, m, a, b, d, flops, block_ns=None):
+def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     """Time legal (block_m, block_n, multicast) configs for this shape (to tune the heuristic)."""
     from dgemm.heuristics import HOPPER_SMEM_CAPACITY, _hopper_block_ns, hopper_smem_bytes
     from dgemm.launch import hopper
@@ -94,14 +94,14 @@ def sweep_block_n(spec, m, a, b, d, flops, block_ns=None):
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
-    for block_m in sorted({64, spec.block_m}) if m <= 128 else (spec.block_m,):
+    for block_m in (64, 128):
         for block_n in block_ns or _hopper_block_ns(block_m):
             stages = max((s for s in range(3, 17)
                           if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),
                          default=0)
             if not stages:
                 continue
-            for multicast in (1, 2):
+            for multicast in multicasts:
                 candidate = dataclasses.replace(spec, block_m=block_m, block_n=block_n,
                                                 num_stages=stages, num_tma_multicast=multicast,
                                                 multicast_on_a=multicast > 1)

@@ -61,8 +61,8 @@ class KernelSpec:
 
     @property
     def num_math_threads(self) -> int:
-        # One WGMMA warpgroup per 64 rows of the tile.
-        return 128 * (self.block_m // 64) if self.kernel == "fp8_gemm" else 0
+        # Two WGMMA warpgroups: 64 rows each (block_m 128) or alternate K blocks (block_m 64).
+        return 256 if self.kernel == "fp8_gemm" else 0
 
     @property
     def num_threads(self) -> int:
@@ -116,25 +116,28 @@ def _hopper_block_ns(block_m: int) -> tuple:
 
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
-    """Rough SM cycles for one output tile; only its ratios between tile shapes matter.
-    NOTES: FP8 WGMMA retires ~8192 FLOP/clk/SM (1979 TFLOPS / 132 SMs / 1.83 GHz), so a
-    128-deep K block takes block_m * block_n / 32 clk. The first H200 run (bench/NOTES.md)
-    put the large shapes at ~28 B/clk/SM of L2->SM traffic without multicast, so loads are
-    charged at 40 B/clk/SM: L2 bandwidth, not the tensor cores, is what bounds them."""
-    mma = block_m * block_n / 32
+    """Rough SM cycles for one output tile; only ratios between tile shapes matter.
+
+    NOTES (fitted to H200 sweeps, bench/NOTES.md): a math warpgroup's issue -> wait -> promote
+    chain takes ~560 + 5 * block_n clk per K block when two warpgroups share the tensor
+    cores on 64-row halves (block_m 128), ~310 + 4.7 * block_n for a lone 64-row chain
+    (block_m 64 runs two such chains on alternate K blocks). Tensor cores need 2 * block_n
+    clk per 64x block_n x 128 block; TMA loads ~40 B/clk/SM. A tile adds ~3000 clk of
+    pipeline fill and epilogue."""
+    if block_m == 128:
+        k_block = max(560 + 5 * block_n, 4 * block_n)
+    else:
+        k_block = max((310 + 4.7 * block_n) / 2, 2 * block_n)
     load = (block_m / multicast + block_n) * BLOCK_K / 40
-    epilogue = block_m * block_n * 2 / 64
-    return ceil_div(k, BLOCK_K) * (max(mma, load) + 60) + epilogue
+    return ceil_div(k, BLOCK_K) * max(k_block, load) + 3000
 
 
 @functools.lru_cache(maxsize=4096)
 def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                    num_sms: int) -> KernelSpec:
-    block_m = 64 if m <= 64 else 128
-    m_blocks = ceil_div(m, block_m) * (num_groups if gemm_type == "grouped_masked" else 1)
-
     def score(config):
-        block_n, multicast = config
+        block_m, block_n, multicast = config
+        m_blocks = ceil_div(m, block_m) * (num_groups if gemm_type == "grouped_masked" else 1)
         tiles = m_blocks * ceil_div(ceil_div(n, block_n), multicast) * multicast
         waves = ceil_div(tiles, num_sms)
         last_wave = tiles - (waves - 1) * num_sms
@@ -147,8 +150,10 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # n-blocks); measured slower than independent CTAs on every benchmark shape so far
     # (bench/NOTES.md v3), so the heuristic leaves it off.
     multicasts = (1,)
-    block_n, multicast = min(((bn, mc) for bn in _hopper_block_ns(block_m) for mc in multicasts),
-                             key=score)
+    block_ms = (64,) if m <= 64 else (64, 128)
+    block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
+                                       for bn in _hopper_block_ns(bm) for mc in multicasts),
+                                      key=score)
 
     # Deepest pipeline that fits: more bytes in flight hides TMA latency on the small-M shapes.
     num_stages = 0

@@ -65,9 +65,9 @@ def test_hopper_specs_fit_shared_memory():
     assert _violations(HOPPER_SPECS, lambda s: s.smem_bytes <= 232448) == []
 
 
-def test_hopper_block_m_is_one_or_two_warpgroups_of_rows():
+def test_hopper_specs_use_a_producer_and_two_math_warpgroups_on_64_or_128_rows():
     assert _violations(HOPPER_SPECS, lambda s: s.block_m in (64, 128)
-                       and s.num_threads == 128 + 128 * (s.block_m // 64)) == []
+                       and s.num_threads == 128 + 256) == []
 
 
 def test_hopper_specs_use_a_pipeline_of_at_least_three_stages():

@@ -35,8 +35,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // ---- Checks -------------------------------------------------------------------------
     static_assert(BLOCK_K == 128, "one FP8 scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
-    static_assert(BLOCK_M == 64 or BLOCK_M == 128, "one WGMMA warpgroup per 64 rows");
-    static_assert(kNumMathThreads == BLOCK_M * 2, "128 math threads per 64 rows");
+    static_assert(BLOCK_M == 64 or BLOCK_M == 128, "WGMMA tiles are 64 rows per warpgroup");
+    static_assert(kNumMathThreads == 256, "two math warpgroups");
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
     static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
                   "a tile may span at most two 128-column B-scale blocks");
@@ -65,9 +65,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "128B-swizzled tiles must be 1024-byte aligned");
     // NOTES: keep in sync with dgemm/heuristics.py:hopper_smem_bytes.
 
+    // Two math warpgroups either split the tile's rows (BLOCK_M = 128) or, for 64-row tiles,
+    // split its K blocks (even / odd) and add their partial sums at the end. NOTES: one
+    // warpgroup's issue -> wait -> promote chain costs ~450 clk per K block however small the
+    // tile; two independent chains halve that on the latency-bound small-M shapes.
+    constexpr bool kSplitK = BLOCK_M == 64;
+    constexpr uint32_t kKStep = kSplitK ? 2 : 1;
+    constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
+
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
     constexpr uint32_t kNumTMARegisters = 40;
-    constexpr uint32_t kNumMathRegisters = kNumMathThreads == 128 ? 240 : 232;
+    constexpr uint32_t kNumMathRegisters = 232;
+    constexpr uint32_t kReduceBarrier = 5;    // named barriers: 1, 2 epilogue; 5 split-K
 
     // ---- Shared memory carving ----------------------------------------------------------
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
@@ -94,7 +103,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                          // producer's expect_tx arrive
             // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
-            empty_barriers[i].init(kNumMathThreads / 32 * kNumTMAMulticast);
+            empty_barriers[i].init(kNumConsumerWarps * kNumTMAMulticast);
         }
         fence_view_async_shared();
         fence_barrier_init();
@@ -148,19 +157,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // ==== WGMMA math warpgroups ======================================================
         warpgroup_reg_alloc<kNumMathRegisters>();
         const uint32_t math_thread = threadIdx.x - 128;
-        const uint32_t math_wg = math_thread / 128;                // 64-row slice of the tile
+        const uint32_t math_wg = math_thread / 128;
         const uint32_t warp_in_wg = (math_thread / 32) % 4;
+        const uint32_t wg_row0 = kSplitK ? 0 : math_wg * WGMMA_M;   // this warpgroup's rows
+        const uint32_t first_k_block = kSplitK ? math_wg : 0;
         // Accumulator fragment: rows r0 and r0 + 8, columns 8 * i + 2 * (lane % 4) + {0, 1}.
-        const uint32_t r0 = math_wg * WGMMA_M + warp_in_wg * 16 + lane_idx / 4;
+        const uint32_t r0 = wg_row0 + warp_in_wg * 16 + lane_idx / 4;
 
-        // NOTES: two math warpgroups take turns on the tensor cores, one K block each: a
-        // warpgroup issues its WGMMAs only once the other's previous K block has completed,
-        // so one promotes while the other multiplies. Issued together, their WGMMAs
-        // interleave, finish together and leave the tensor cores idle during both
-        // promotions (bench/NOTES.md v4). Named barriers 3 and 4 carry the turn.
-        constexpr bool kAlternateWarpgroups = kNumMathThreads == 256;
-        constexpr uint32_t kTurnBarrier = 3;
-        bool first_issue = true;
         float accum[kNumAccum], final_accum[kNumAccum];
         uint32_t iteration = 0;        // K blocks consumed so far: selects stage and phase
 
@@ -178,14 +181,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
-            float next_sb_lo = __ldg(sb_lo), next_sb_hi = __ldg(sb_hi);
+            float next_sb_lo = 0.0f, next_sb_hi = 0.0f;
+            if (first_k_block < kNumKBlocks)
+                next_sb_lo = __ldg(sb_lo + first_k_block), next_sb_hi = __ldg(sb_hi + first_k_block);
 
             // Wait for K block `k_block`'s stage and issue its WGMMAs into `acc` (one group).
             auto issue = [&](float* acc, uint32_t k_block) {
                 const uint32_t stage = (iteration + k_block) % kNumStages;
                 full_barriers[stage].wait(((iteration + k_block) / kNumStages) & 1);
                 const uint64_t desc_a = make_smem_desc_k128b(
-                    smem_a + stage * SMEM_A_SIZE_PER_STAGE + math_wg * WGMMA_M * BLOCK_K);
+                    smem_a + stage * SMEM_A_SIZE_PER_STAGE + wg_row0 * BLOCK_K);
                 const uint64_t desc_b = make_smem_desc_k128b(
                     smem_b + stage * SMEM_B_SIZE_PER_STAGE);
                 #pragma unroll
@@ -225,9 +230,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
 
                 // Next K block's B scales, issued after the arrive so that it never waits on
                 // them; a whole K block of WGMMA hides their latency.
-                if (k_block + 1 < kNumKBlocks) {
-                    next_sb_lo = __ldg(sb_lo + k_block + 1);
-                    next_sb_hi = __ldg(sb_hi + k_block + 1);
+                if (k_block + kKStep < kNumKBlocks) {
+                    next_sb_lo = __ldg(sb_lo + k_block + kKStep);
+                    next_sb_hi = __ldg(sb_hi + k_block + kKStep);
                 }
 
                 const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
@@ -243,23 +248,43 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
             };
 
-            for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
-                if constexpr (kAlternateWarpgroups) {
-                    if (math_wg == 1 or not first_issue)
-                        named_barrier_sync(kTurnBarrier + math_wg, 256);
-                    first_issue = false;
-                }
+            for (uint32_t k_block = first_k_block; k_block < kNumKBlocks; k_block += kKStep) {
                 issue(accum, k_block);
                 wgmma_wait_group<0>();
-                if constexpr (kAlternateWarpgroups)
-                    named_barrier_arrive(kTurnBarrier + (1 - math_wg), 256);
                 promote(accum, k_block);
             }
             iteration += kNumKBlocks;
 
+            if constexpr (kSplitK) {
+                // Warpgroup 1 hands its partial sums to warpgroup 0 through the (free) output
+                // staging buffer, half the fragment at a time, in fragment order: thread t of
+                // both warpgroups holds the same elements, so each access is conflict-free.
+                constexpr uint32_t kHalf = kNumAccum / 2;
+                static_assert(kHalf * 128 * 4 <= SMEM_D_SIZE, "staging buffer holds half");
+                float* exchange = reinterpret_cast<float*>(smem_d);
+                const uint32_t t = math_thread % 128;
+                #pragma unroll
+                for (uint32_t half = 0; half < 2; ++half) {
+                    named_barrier_sync(kReduceBarrier, 256);       // buffer free
+                    if (math_wg == 1) {
+                        #pragma unroll
+                        for (uint32_t i = 0; i < kHalf; ++i)
+                            exchange[i * 128 + t] = final_accum[half * kHalf + i];
+                    }
+                    named_barrier_sync(kReduceBarrier, 256);       // partials written
+                    if (math_wg == 0) {
+                        #pragma unroll
+                        for (uint32_t i = 0; i < kHalf; ++i)
+                            final_accum[half * kHalf + i] += exchange[i * 128 + t];
+                    }
+                }
+                if (math_wg == 1)
+                    continue;              // warpgroup 0 writes the tile
+            }
+
             // ---- Epilogue: registers -> padded smem -> coalesced global stores ----------
             const uint32_t barrier_id = 1 + math_wg;
-            uint8_t* wg_smem_d = smem_d + math_wg * WGMMA_M * SMEM_D_PITCH;
+            uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
             named_barrier_sync(barrier_id, 128);      // previous tile's reads are done
             {
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
@@ -275,7 +300,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             }
             named_barrier_sync(barrier_id, 128);
 
-            const uint32_t tile_row0 = math_wg * WGMMA_M;
+            const uint32_t tile_row0 = wg_row0;
             const uint64_t d_row0 = scheduler.global_row(m_block, group) + tile_row0;
             if constexpr (SHAPE_N % 8 == 0) {
                 // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
@@ -301,12 +326,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
                 }
             }
-        }
-        // Warpgroup 1 handed warpgroup 0 one more turn after its last K block: take it, so
-        // no arrival is left pending on the barrier.
-        if constexpr (kAlternateWarpgroups) {
-            if (math_wg == 0 and not first_issue)
-                named_barrier_sync(kTurnBarrier, 256);
         }
     }
 

@@ -1,0 +1,96 @@
+"""Where does the Hopper kernel's time go? Time variants that leave one stage out.
+
+    python bench/probe_mainloop.py [M,N,K,block_m,block_n,stages ...]
+
+Each variant is the real csrc/ with one piece removed by text substitution (no TMA loads, no
+WGMMA, no promotion, no epilogue stores), compiled through the normal JIT from a temporary
+csrc copy (DGEMM_CSRC_DIR) in a subprocess, and timed like bench_gemm.py. Results are
+garbage by design; only the times matter (METHOD.md: "time variants that leave one stage out").
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNEL = "dgemm/fp8_gemm.cuh"
+
+VARIANTS = {
+    "full": [],
+    "no-loads": [
+        ("full->arrive_expect_tx(kStageBytes);", "full->arrive();"),
+        ("tma_load_2d(&tma_a, full, a_dst, k, a_row);", ""),
+        ("tma_load_2d(&tma_b, full, smem_b + stage * SMEM_B_SIZE_PER_STAGE, k, b_row);", ""),
+        ("tma_load_2d(&tma_scales_a, full, smem_scales_a + stage * BLOCK_M, sa_col,\n"
+         "                                sa_row_base + static_cast<int32_t>(k_block));", ""),
+    ],
+    "no-mma": [("WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4), acc,\n"
+                "                               k > 0);", "")],
+    "no-promote": [("final_accum[i * 4 + 0] += s0 * acc[i * 4 + 0];", ""),
+                   ("final_accum[i * 4 + 1] += s0 * acc[i * 4 + 1];", ""),
+                   ("final_accum[i * 4 + 2] += s1 * acc[i * 4 + 2];", ""),
+                   ("final_accum[i * 4 + 3] += s1 * acc[i * 4 + 3];", "")],
+    "no-stores": [("*reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + n_start + col) = value;",
+                   "(void)value;")],
+}
+
+CHILD = r'''
+import dataclasses, json, sys, torch, dgemm
+sys.path.insert(0, "bench")
+from common import kernel_time_us
+from dgemm.heuristics import select
+from dgemm.launch import hopper
+m, n, k, bm, bn, stages = json.loads(sys.argv[1])
+x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+a, sa = dgemm.per_token_cast_to_fp8(x); sa = dgemm.get_mn_major_tma_aligned_tensor(sa)
+b, sb = dgemm.per_block_cast_to_fp8(w)
+d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+spec = dataclasses.replace(select("fp8_gemm_nt", m, n, k), block_m=bm, block_n=bn,
+                           num_stages=stages, num_tma_multicast=1, multicast_on_a=False)
+us = kernel_time_us(lambda: hopper.launch(spec, a, sa, b, sb, d, None), iters=10)
+print(json.dumps({"us": us, "tflops": 2 * m * n * k / us / 1e6}))
+'''
+
+
+def variant_csrc(name: str, edits) -> pathlib.Path:
+    root = pathlib.Path(tempfile.mkdtemp(prefix=f"dgemm-probe-{name}-"))
+    shutil.copytree(ROOT / "csrc", root, dirs_exist_ok=True)
+    path = root / KERNEL
+    text = path.read_text()
+    for old, new in edits:
+        if old not in text:
+            raise SystemExit(f"probe {name}: pattern not found in {KERNEL}: {old[:60]!r}")
+        text = text.replace(old, new)
+    path.write_text(text)
+    return root
+
+
+def main(argv) -> int:
+    configs = [tuple(int(v) for v in a.split(",")) for a in argv] or [
+        (4096, 4096, 7168, 128, 128, 5), (64, 2112, 7168, 64, 32, 16)]
+    print(f"{'config':<32} " + " ".join(f"{v:>11}" for v in VARIANTS))
+    for config in configs:
+        cells = []
+        for name, edits in VARIANTS.items():
+            env = dict(os.environ, DGEMM_CSRC_DIR=str(variant_csrc(name, edits)))
+            out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], cwd=ROOT,
+                                 env=env, capture_output=True, text=True, timeout=300)
+            if out.returncode:
+                cells.append("error")
+                print(out.stderr[-800:], file=sys.stderr)
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            cells.append(f"{r['us']:7.1f}us")
+        print(f"{'x'.join(map(str, config)):<32} " + " ".join(f"{c:>11}" for c in cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
