@@ -84,7 +84,8 @@ def main(argv) -> int:
                                  env=env, capture_output=True, text=True, timeout=300)
             if out.returncode:
                 cells.append("error")
-                print(out.stderr[-800:], file=sys.stderr)
+                lines = [l for l in out.stderr.splitlines() if "Error" in l or "error" in l]
+                print(f"{name}: {lines[-1] if lines else out.stderr[-300:]}", file=sys.stderr)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             cells.append(f"{r['us']:7.1f}us")

@@ -116,21 +116,20 @@ def _hopper_block_ns(block_m: int) -> tuple:
 
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
-    """Rough SM cycles for one output tile; only ratios between tile shapes matter.
+    """SM cycles for one output tile, fitted to the H200 sweep of v5 (bench/NOTES.md).
 
-    NOTES (fitted to H200 sweeps, bench/NOTES.md): a math warpgroup's issue -> wait -> promote
-    chain takes ~560 + 5 * block_n clk per K block when two warpgroups share the tensor
-    cores on 64-row halves (block_m 128), ~310 + 4.7 * block_n for a lone 64-row chain
-    (block_m 64 runs two such chains on alternate K blocks). Tensor cores need 2 * block_n
-    clk per 64x block_n x 128 block; TMA loads ~40 B/clk/SM. A tile adds ~3000 clk of
-    pipeline fill and epilogue."""
-    if block_m == 128:
-        k_block = max(560 + 5 * block_n, 4 * block_n)
+    NOTES: per K block (1.85 GHz), 64-row tiles (two warpgroups on alternate K blocks) took
+    ~330 + 3.9 * block_n clk (16 → 413, 64 → 551, 192 → 1090 measured); 128-row tiles were
+    nearly flat up to 128 columns (96 → 865, 128 → 910: the warpgroups' issue/promote chains,
+    not the tensor cores, set the pace) and grew beyond (160 → 1181, 192 → 1377). A tile adds
+    ~3000 clk of pipeline fill and epilogue. Multicast was never faster."""
+    if block_m == 64:
+        k_block = 330 + 3.9 * block_n
+    elif block_n <= 128:
+        k_block = 780 + block_n
     else:
-        k_block = max((310 + 4.7 * block_n) / 2, 2 * block_n)
-    load = (block_m / multicast + block_n) * BLOCK_K / 40
-    return ceil_div(k, BLOCK_K) * max(k_block, load) + 3000
-
+        k_block = 908 + 7.3 * (block_n - 128)
+    return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + 3000
 
 @functools.lru_cache(maxsize=4096)
 def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
@@ -151,8 +150,12 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # (bench/NOTES.md v3), so the heuristic leaves it off.
     multicasts = (1,)
     block_ms = (64,) if m <= 64 else (64, 128)
+    # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
+    # sweep); only the clearly wider 160 and 192 pay for their extra width there.
     block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
-                                       for bn in _hopper_block_ns(bm) for mc in multicasts),
+                                       for bn in _hopper_block_ns(bm)
+                                       if bm == 64 or bn <= 128 or bn >= 160
+                                       for mc in multicasts),
                                       key=score)
 
     # Deepest pipeline that fits: more bytes in flight hides TMA latency on the small-M shapes.
