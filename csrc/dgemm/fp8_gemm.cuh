@@ -49,6 +49,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
     constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K;
     constexpr uint32_t kNumScaleRowsB = ceil_div(SHAPE_N, 128u);
+    // Tiles that divide 128 columns always sit inside one B-scale block.
+    constexpr bool kUniformScaleB = 128 % BLOCK_N == 0;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // BLOCK_N / 2 per thread
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
     constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
@@ -173,7 +175,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // (A cluster's extra n-block past N is never stored; clamp its scale row.)
             const float* sb_lo = scales_b +
                 (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocks;
-            const bool straddles = (n_start % 128) + BLOCK_N > 128 and
+            const bool straddles = not kUniformScaleB and (n_start % 128) + BLOCK_N > 128 and
                                    n_start / 128 + 1 < kNumScaleRowsB;
             const float* sb_hi = straddles ? sb_lo + kNumKBlocks : sb_lo;
             const uint32_t split_col = 128 - n_start % 128;   // first column using sb_hi
@@ -239,7 +241,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const float s0_hi = a0 * b_hi, s1_hi = a1 * b_hi;
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                    const bool lo = i * 8 < split_col;
+                    // NOTES: promotion is ~20% of a 128x128 tile's time (bench/probe_mainloop.py);
+                    // tiles that never straddle two scale blocks skip the per-column select.
+                    const bool lo = kUniformScaleB or i * 8 < split_col;
                     const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
                     final_accum[i * 4 + 0] += s0 * acc[i * 4 + 0];
                     final_accum[i * 4 + 1] += s0 * acc[i * 4 + 1];
