@@ -50,7 +50,7 @@ def cublas_blockwise(a, b, m: int):
                                     out_dtype=torch.bfloat16)
 
 
-def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None):
+def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(1,)):
     x, w, a, b, ref = make_inputs(m, n, k)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     flops = 2 * m * n * k
@@ -82,7 +82,7 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None):
     row["config"] = f"{spec.block_m}x{spec.block_n}x{spec.num_stages}/mc{spec.num_tma_multicast}"
 
     if sweep:
-        row["sweep"] = sweep_block_n(spec, m, a, b, d, flops, block_ns)
+        row["sweep"] = sweep_block_n(spec, m, a, b, d, flops, block_ns, multicasts)
     return row
 
 
@@ -94,7 +94,7 @@ def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
-    for block_m in (64, 128):
+    for block_m in (64, 128) if m <= 128 else (128,):
         for block_n in block_ns or _hopper_block_ns(block_m):
             stages = max((s for s in range(3, 17)
                           if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),
@@ -140,6 +140,8 @@ def main(argv=None) -> int:
                         help="also time other tile configs for each shape")
     parser.add_argument("--sweep-block-n", default="",
                         help="comma-separated block_n values for --sweep (default: all legal)")
+    parser.add_argument("--sweep-multicast", default="1",
+                        help="comma-separated cluster sizes for --sweep (1 and/or 2)")
     parser.add_argument("--only", default="", help="comma-separated row indices to run")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args(argv)
@@ -151,9 +153,10 @@ def main(argv=None) -> int:
     if args.only:
         shapes = [shapes[int(i)] for i in args.only.split(",")]
     block_ns = [int(v) for v in args.sweep_block_n.split(",") if v]
+    multicasts = tuple(int(v) for v in args.sweep_multicast.split(",") if v)
     rows = []
     for m, n, k in shapes:
-        rows.append(bench_shape(m, n, k, args.sweep, block_ns))
+        rows.append(bench_shape(m, n, k, args.sweep, block_ns, multicasts))
         r = rows[-1]
         print(f"  {m}x{n}x{k}: dgemm {r['dgemm_tflops']:.0f} TFLOPS, cuBLAS-blk "
               f"{r['cublas_tflops']:.0f}, ratio {r['ratio']:.2f}, diff {r['diff']:.1e}", flush=True)
