@@ -94,7 +94,7 @@ def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
-    for block_m in (64, 128) if m <= 128 else (128,):
+    for block_m in (64, 128) if m <= 128 else (128, 192):
         for block_n in block_ns or _hopper_block_ns(block_m):
             stages = max((s for s in range(3, 17)
                           if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),

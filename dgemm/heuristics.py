@@ -61,8 +61,11 @@ class KernelSpec:
 
     @property
     def num_math_threads(self) -> int:
-        # Two WGMMA warpgroups: 64 rows each (block_m 128) or alternate K blocks (block_m 64).
-        return 256 if self.kernel == "fp8_gemm" else 0
+        # WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate K blocks
+        # (block_m 64).
+        if self.kernel != "fp8_gemm":
+            return 0
+        return 384 if self.block_m == 192 else 256
 
     @property
     def num_threads(self) -> int:
@@ -110,9 +113,11 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
 
 def _hopper_block_ns(block_m: int) -> tuple:
     # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers (192:
-    # 96 + 96 fp32 per thread fit the math warpgroups' 232 without spills, 256 spills), and a
-    # tile may touch at most two 128-column B-scale blocks (152 could touch three).
-    return tuple(n for n in range(16, 193, 8) if n + 128 - math.gcd(n, 128) <= 256)
+    # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, 256 spills; three
+    # warpgroups get 152 each, enough for 128), and a tile may touch at most two 128-column
+    # B-scale blocks (152 could touch three).
+    cap = 128 if block_m == 192 else 192
+    return tuple(n for n in range(16, cap + 1, 8) if n + 128 - math.gcd(n, 128) <= 256)
 
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
@@ -125,6 +130,10 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     ~3000 clk of pipeline fill and epilogue. Multicast was never faster."""
     if block_m == 64:
         k_block = 330 + 3.9 * block_n
+    elif block_m == 192:
+        # Three warpgroups' chains (as for 128-row tiles), 3 x 2 * block_n clk of MMA, and
+        # the L2->SM traffic (~41 B/clk/SM measured, bench/NOTES.md v5) whichever is slowest.
+        k_block = max(780 + block_n, 6 * block_n, (block_m + block_n) * BLOCK_K / 41)
     elif block_n <= 128:
         k_block = 780 + block_n
     else:
@@ -149,7 +158,9 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # n-blocks); measured slower than independent CTAs on every benchmark shape so far
     # (bench/NOTES.md v3), so the heuristic leaves it off.
     multicasts = (1,)
-    block_ms = (64,) if m <= 64 else (64, 128)
+    # 192-row tiles would straddle the contiguous layout's 128-row group padding.
+    block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
+        (64, 128, 192) if m > 128 else (64, 128))
     # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
     # sweep); only the clearly wider 160 and 192 pay for their extra width there.
     block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms

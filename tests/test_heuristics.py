@@ -65,9 +65,14 @@ def test_hopper_specs_fit_shared_memory():
     assert _violations(HOPPER_SPECS, lambda s: s.smem_bytes <= 232448) == []
 
 
-def test_hopper_specs_use_a_producer_and_two_math_warpgroups_on_64_or_128_rows():
-    assert _violations(HOPPER_SPECS, lambda s: s.block_m in (64, 128)
-                       and s.num_threads == 128 + 256) == []
+def test_hopper_specs_use_a_producer_and_a_math_warpgroup_per_64_rows_or_two_for_64():
+    assert _violations(HOPPER_SPECS, lambda s: s.block_m in (64, 128, 192)
+                       and s.num_threads == 128 + 128 * max(2, s.block_m // 64)) == []
+
+
+def test_contiguous_layout_never_gets_tiles_taller_than_its_row_alignment():
+    spec = select("m_grouped_fp8_gemm_nt_contiguous", 32768, 4096, 7168, num_groups=4)
+    assert 128 % spec.block_m == 0
 
 
 def test_hopper_specs_use_a_pipeline_of_at_least_three_stages():

@@ -35,8 +35,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // ---- Checks -------------------------------------------------------------------------
     static_assert(BLOCK_K == 128, "one FP8 scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
-    static_assert(BLOCK_M == 64 or BLOCK_M == 128, "WGMMA tiles are 64 rows per warpgroup");
-    static_assert(kNumMathThreads == 256, "two math warpgroups");
+    static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
+                  "WGMMA tiles are 64 rows per warpgroup");
+    static_assert(kNumMathThreads == (BLOCK_M == 192 ? 384 : 256),
+                  "two math warpgroups (three for 192-row tiles)");
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
     static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
                   "a tile may span at most two 128-column B-scale blocks");
@@ -67,7 +69,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "128B-swizzled tiles must be 1024-byte aligned");
     // NOTES: keep in sync with dgemm/heuristics.py:hopper_smem_bytes.
 
-    // Two math warpgroups either split the tile's rows (BLOCK_M = 128) or, for 64-row tiles,
+    // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, two
     // split its K blocks (even / odd) and add their partial sums at the end. NOTES: one
     // warpgroup's issue -> wait -> promote chain costs ~450 clk per K block however small the
     // tile; two independent chains halve that on the latency-bound small-M shapes.
@@ -76,8 +78,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
 
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
+    // 128 * 40 + kNumMathThreads * kNumMathRegisters must fit the SM's 65536 registers.
     constexpr uint32_t kNumTMARegisters = 40;
-    constexpr uint32_t kNumMathRegisters = 232;
+    constexpr uint32_t kNumMathRegisters = kNumMathThreads == 384 ? 152 : 232;
     constexpr uint32_t kReduceBarrier = 5;    // named barriers: 1, 2 epilogue; 5 split-K
 
     // ---- Shared memory carving ----------------------------------------------------------
