@@ -116,8 +116,11 @@ def _hopper_block_ns(block_m: int) -> tuple:
     # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, 256 spills; three
     # warpgroups get 152 each, enough for 128), and a tile may touch at most two 128-column
     # B-scale blocks (152 could touch three).
-    cap = 128 if block_m == 192 else 192
-    return tuple(n for n in range(16, cap + 1, 8) if n + 128 - math.gcd(n, 128) <= 256)
+    if block_m == 192:
+        # NOTES: of 96..128, only tiles inside one B-scale block ran well with three
+        # warpgroups (v7 sweep: 192x120 at 0.84x the rate of 192x128).
+        return (64, 128)
+    return tuple(n for n in range(16, 193, 8) if n + 128 - math.gcd(n, 128) <= 256)
 
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
@@ -132,8 +135,9 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
         k_block = 330 + 3.9 * block_n
     elif block_m == 192:
         # Three warpgroups' chains (as for 128-row tiles), 3 x 2 * block_n clk of MMA, and
-        # the L2->SM traffic (~41 B/clk/SM measured, bench/NOTES.md v5) whichever is slowest.
-        k_block = max(780 + block_n, 6 * block_n, (block_m + block_n) * BLOCK_K / 41)
+        # the L2->SM traffic, whichever is slowest; 192x128 measured 1140 clk (v7), i.e.
+        # loads at ~36 B/clk/SM.
+        k_block = max(780 + block_n, 6 * block_n, (block_m + block_n) * BLOCK_K / 36)
     elif block_n <= 128:
         k_block = 780 + block_n
     else:
