@@ -117,6 +117,22 @@ def test_an_unwritable_cache_dir_gives_a_clear_error(test_kernels, spec, monkeyp
         dgemm.jit.ensure_compiled(spec)
 
 
+def test_a_new_secret_gets_its_own_remote_tier(monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", "redis://127.0.0.1:1/0")    # never contacted
+    monkeypatch.setenv("DGEMM_CACHE_SECRET", "first")
+    first = dgemm.jit.cache._remote_tier()
+    assert dgemm.jit.cache._remote_tier() is first
+    monkeypatch.setenv("DGEMM_CACHE_SECRET", "second")
+    assert dgemm.jit.cache._remote_tier() is not first
+
+
+def test_reset_tiers_forgets_the_remote_tier_and_its_breaker(monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", "redis://127.0.0.1:1/0")
+    first = dgemm.jit.cache._remote_tier()
+    dgemm.jit.cache.reset_tiers()
+    assert dgemm.jit.cache._remote_tier() is not first
+
+
 def test_importing_dgemm_jit_leaves_the_gpu_runtime_unloaded(python_subprocess):
     result = python_subprocess("import sys, dgemm.jit\n"
                                "print(json.dumps('dgemm.jit.runtime' in sys.modules))\n")

@@ -59,7 +59,7 @@ def _rank_main(node_dir, extra_env, results, target, args):
     os.environ.update(extra_env)
     dgemm.jit.reset_stats()
     dgemm.jit.cache.clear_memory()
-    dgemm.jit.cache._remote_tiers.clear()     # a fork must not reuse the parent's breaker
+    dgemm.jit.cache.reset_tiers()     # a fork must not reuse the parent's breaker
     try:
         results.put(("ok", target(*args)))
     except BaseException as error:                 # report, so the test shows the cause

@@ -24,7 +24,7 @@ logger = logging.getLogger("dgemm.jit")
 _memory = MemoryTier()
 _state_lock = threading.Lock()
 _disk_tiers: dict = {}          # (root, secret) -> DiskTier, so "log once" holds per process
-_remote_tiers: dict = {}        # (url, namespace) -> RemoteTier or None; keeps breaker state
+_remote_tiers: dict = {}        # (url, namespace, secret) -> RemoteTier or None; keeps breaker state
 _warned: set = set()
 
 
@@ -43,6 +43,16 @@ def get_entry(spec) -> Entry:
 def clear_memory() -> None:
     """Drop this process's memory tier (tests; tools that switch cache dirs)."""
     _memory.clear()
+
+
+def reset_tiers() -> None:
+    """Forget this process's disk and remote tier objects (and with them the circuit breaker's
+    state), so the next call builds them afresh from the environment. For tests, and for a
+    forked child that must not share its parent's Redis connections. Drops references only;
+    closes nothing the parent may still use."""
+    with _state_lock:
+        _disk_tiers.clear()
+        _remote_tiers.clear()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,12 +156,13 @@ def _disk_tier() -> DiskTier:
 
 
 def _remote_tier():
-    """cache_service's RemoteTier for the current DGEMM_REMOTE_CACHE, or None. One per URL and
-    namespace per process, so its circuit breaker remembers failures across calls."""
+    """cache_service's RemoteTier for the current DGEMM_REMOTE_CACHE, or None. One per URL,
+    namespace and secret per process, so its circuit breaker remembers failures across calls
+    (the secret is part of the tier: it signs and checks what goes to and comes from Redis)."""
     url = env.remote_cache()
     if url is None:
         return None
-    settings = (url, env.remote_namespace())
+    settings = (url, env.remote_namespace(), env.cache_secret())
     with _state_lock:
         if settings in _remote_tiers:
             return _remote_tiers[settings]
