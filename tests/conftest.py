@@ -18,17 +18,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-_DGEMM_VARIABLES = ("DGEMM_CACHE_DIR", "DGEMM_CACHE_SECRET", "DGEMM_CACHE_SECRET_FILE",
-                    "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE", "DGEMM_JIT_COMPILER",
-                    "DGEMM_DISABLE_JIT", "DGEMM_JIT_DEBUG", "DGEMM_CSRC_DIR", "DGEMM_NVCC",
-                    "DGEMM_LOCK_TIMEOUT", "DGEMM_TEST_PAUSE", "DGEMM_TEST_PAUSE_MARKER")
+
+
+def _inherited_dgemm_variables() -> list:
+    """Every DGEMM_* variable in this process's environment: all of them are cleared, not a
+    list of known names, so a variable added later cannot leak from a developer's shell."""
+    return [name for name in os.environ if name.startswith("DGEMM_")]
 
 
 @pytest.fixture(autouse=True)
 def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
-    """An empty cache dir for this test; no inherited DGEMM_* settings; zeroed stats."""
-    for name in _DGEMM_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    """An empty cache dir for this test; no inherited DGEMM_* settings; zeroed stats; no disk
+    or remote tier (nor circuit breaker) left over from an earlier test."""
+    for name in _inherited_dgemm_variables():
+        monkeypatch.delenv(name)
     cache_dir = tmp_path / "dgemm-cache"
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache_dir))
     # A stuck lock must fail a test, not hang the suite.
@@ -43,6 +46,7 @@ def _reset_jit_state() -> None:
         import dgemm.jit.cache
         dgemm.jit.reset_stats()
         dgemm.jit.cache.clear_memory()
+        dgemm.jit.cache.reset_tiers()
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +81,7 @@ def precompiled_cache(tmp_path_factory, test_csrc) -> tuple:
         "from dgemm.heuristics import select\n"
         "import dgemm.jit\n"
         "print(json.dumps(dgemm.jit.ensure_compiled(select('fp8_gemm_nt', 128, 4096, 7168))))\n",
-        dict(dict.fromkeys(_DGEMM_VARIABLES), DGEMM_CACHE_DIR=str(root),
+        dict(dict.fromkeys(_inherited_dgemm_variables()), DGEMM_CACHE_DIR=str(root),
              DGEMM_CSRC_DIR=str(test_csrc)))
     return root, json.loads(result.stdout.splitlines()[-1])
 
