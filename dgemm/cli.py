@@ -39,6 +39,7 @@ from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import cleanup, prewarm
+from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -370,7 +371,7 @@ def _problem(blob: bytes, key: str, secret) -> Optional[str]:
 
 
 def _progress(label: str, total: int, args):
-    return prewarm.Progress(label, total, enabled=not getattr(args, "no_progress", False))
+    return Progress(label, total, enabled=not getattr(args, "no_progress", False))
 
 
 def _print_report(args, report: dict, line: str, details: tuple = ()) -> None:

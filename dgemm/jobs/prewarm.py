@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from dgemm.heuristics import KernelSpec
 from dgemm.jobs import manifest as manifests
+from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -131,7 +132,7 @@ def shard_from_env(environ) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------------
 # Compiling
 # ------------------------------------------------------------------------------------------
-def compile_all(specs: list[KernelSpec], jobs: int, progress: "Progress") -> list[dict]:
+def compile_all(specs: list[KernelSpec], jobs: int, progress: Progress) -> list[dict]:
     """One outcome dict per spec (status compiled | cached | downloaded | failed), in the order
     the specs finish. Even one job uses a worker process: a compiler crash then costs one
     outcome instead of the report, and this process keeps no kernels in memory."""
@@ -261,46 +262,6 @@ def _remote_for_display() -> str | None:
 def _disable_jit_is_set() -> bool:
     from dgemm.jit import env
     return env.disable_jit()
-
-
-# ------------------------------------------------------------------------------------------
-# Progress bar
-# ------------------------------------------------------------------------------------------
-class Progress:
-    """One redrawn line on a terminal; in a log (not a TTY), a line per tenth of the work."""
-
-    WIDTH = 24
-
-    def __init__(self, label: str, total: int, enabled: bool = True, stream=None):
-        self.label, self.total, self.done = label, total, 0
-        self.stream = stream or sys.stderr
-        self.enabled = enabled and total > 0
-        self.is_tty = self.enabled and self.stream.isatty()
-        self.started = time.monotonic()
-        self._last_tenth = 0
-
-    def advance(self, summary: str = "") -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        tenth = self.done * 10 // self.total
-        if self.is_tty:
-            self.stream.write("\r" + self._line(summary))
-        elif tenth != self._last_tenth:
-            self.stream.write(self._line(summary) + "\n")
-        self._last_tenth = tenth
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.is_tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-    def _line(self, summary: str) -> str:
-        filled = self.WIDTH * self.done // self.total
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        elapsed = time.monotonic() - self.started
-        return f"{self.label} [{bar}] {self.done}/{self.total} {elapsed:6.1f}s  {summary}"
 
 
 # ------------------------------------------------------------------------------------------
