@@ -52,8 +52,5 @@ def redact(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.password is None:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    host = parts.netloc.rpartition("@")[2]          # host[:port] as written ([::1] keeps brackets)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

@@ -275,3 +275,4 @@ def test_a_rediss_url_with_a_ca_certificate_talks_tls(tmp_path):
 def test_logged_urls_hide_the_password():
     assert redact("redis://trainer:pa55word@cache:6379/0") == "redis://trainer:***@cache:6379/0"
     assert redact("redis://cache:6379/0") == "redis://cache:6379/0"
+    assert redact("redis://:pa55word@[::1]:6379/0") == "redis://:***@[::1]:6379/0"

@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import sys
 import time
-from urllib.parse import urlsplit
 
 from dgemm.heuristics import KernelSpec
 from dgemm.jobs import manifest as manifests
@@ -249,14 +248,10 @@ def _cache_dir() -> str:
 
 def _remote_for_display() -> str | None:
     """The remote URL without its password, which must not end up in logs."""
-    url = os.environ.get("DGEMM_REMOTE_CACHE") or None
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    from cache_service.client import redact
+    from dgemm.jit import env
+    url = env.get_str("DGEMM_REMOTE_CACHE")     # as set: a malformed one is in the failures
+    return None if url is None else redact(url)
 
 
 def _disable_jit_is_set() -> bool:
