@@ -34,11 +34,13 @@ import torch
 from cache_service import bundle, sync
 from cache_service.breaker import RemoteUnavailable
 from cache_service.remote_tier import from_env as remote_from_env
+from dgemm import utils
 from dgemm.jit import compiler, env
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import cleanup, prewarm
+from dgemm.jobs.cleanup import format_size
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -292,7 +294,7 @@ def cmd_export(args) -> int:
     progress.close()
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
                "refused": len(unreadable)}
-    _print_report(args, summary, f"exported {report.entries} entries ({_size(report.bytes)}) "
+    _print_report(args, summary, f"exported {report.entries} entries ({format_size(report.bytes)}) "
                                  f"to {args.file}; {len(unreadable)} refused")
     return EXIT_FAILED if unreadable else EXIT_OK
 
@@ -311,7 +313,7 @@ def cmd_import(args) -> int:
     report = bundle.import_bundle(args.file, env.cache_secret(), accept)
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
                "refused": report.refused, "pushed": len(uploaded)}
-    _print_report(args, summary, f"imported {report.entries} entries ({_size(report.bytes)}) "
+    _print_report(args, summary, f"imported {report.entries} entries ({format_size(report.bytes)}) "
                                  f"from {args.file}; {report.refused} refused"
                                  + (f"; {len(uploaded)} pushed" if args.push else ""))
     return EXIT_FAILED if report.refused else EXIT_OK
@@ -328,7 +330,7 @@ def cmd_sync(args) -> int:
         agent.run()                 # until SIGTERM or SIGINT, through Redis outages
     totals = agent.totals
     _print_report(args, dataclasses.asdict(totals),
-                  f"sync: moved {totals.copied} entries ({_size(totals.bytes)}), "
+                  f"sync: moved {totals.copied} entries ({format_size(totals.bytes)}), "
                   f"{totals.failed} failed")
     # A daemon stopped by a signal has done its job; a one-shot sync reports failures.
     return EXIT_FAILED if args.once and totals.failed else EXIT_OK
@@ -358,8 +360,7 @@ def _this_node_arch() -> str:
     """The arch dgemm compiles for on this node's first GPU; sm_90a on a GPU-less host."""
     if not torch.cuda.is_available():
         return "sm_90a"
-    major, minor = torch.cuda.get_device_capability(0)
-    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+    return utils.arch_for_capability(*torch.cuda.get_device_capability(0))
 
 
 def _problem(blob: bytes, key: str, secret) -> Optional[str]:
@@ -383,7 +384,7 @@ def _print_report(args, report: dict, line: str, details: tuple = ()) -> None:
 
 def _print_transfer(args, verb: str, result) -> int:
     _print_report(args, dataclasses.asdict(result),
-                  f"{verb} {result.copied} entries ({_size(result.bytes)}); "
+                  f"{verb} {result.copied} entries ({format_size(result.bytes)}); "
                   f"{result.present} already there, {result.skipped} for other archs or "
                   f"compilers, {result.failed} failed")
     return EXIT_FAILED if result.failed else EXIT_OK
@@ -413,7 +414,7 @@ def format_listing(rows: list) -> str:
 
 def format_stats(report: dict) -> str:
     local = report["local"]
-    lines = [f"local   {local['dir']}: {local['entries']} entries, {_size(local['bytes'])}"]
+    lines = [f"local   {local['dir']}: {local['entries']} entries, {format_size(local['bytes'])}"]
     remote = report["remote"]
     if remote is None:
         lines.append("remote  not configured (DGEMM_REMOTE_CACHE is unset)")
@@ -424,7 +425,7 @@ def format_stats(report: dict) -> str:
         counters = ", ".join(f"{name} {value}" for name, value in
                              sorted(remote["counters"].items())) or "no events yet"
         lines.append(f"remote  {remote['url']} [{remote['namespace']}]: {remote['entries']} "
-                     f"entries, {_size(remote['bytes'])}; {counters}")
+                     f"entries, {format_size(remote['bytes'])}; {counters}")
     return "\n".join(lines)
 
 
@@ -457,14 +458,6 @@ def format_prometheus(report: dict) -> str:
                    [(f'event="{name}"', value) for name, value in
                     sorted(remote["counters"].items())])
     return "\n".join(out) + "\n"
-
-
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count} B"
 
 
 if __name__ == "__main__":

@@ -284,8 +284,9 @@ def format_report(report: dict) -> str:
     lines = [
         f"dgemm gc: {report['cache_dir']}" + ("  (dry run: nothing changed)"
                                                if report["dry_run"] else ""),
-        f"  entries           {report['entries_before']} ({_size(report['bytes_before'])}) -> "
-        f"{report['entries_after']} ({_size(report['bytes_after'])})",
+        f"  entries           {report['entries_before']} "
+        f"({format_size(report['bytes_before'])}) -> {report['entries_after']} "
+        f"({format_size(report['bytes_after'])})",
         f"  {verb:<17} {removed['corrupt']} corrupt, {removed['other_compiler']} of other "
         f"compilers, {removed['expired']} expired, {removed['evicted']} evicted (LRU)",
         f"  {verb:<17} {removed['temp_file']} temp files, {removed['dead_lock']} dead locks",
@@ -385,7 +386,9 @@ def _stale_age(text: str) -> float:
     return age
 
 
-def _size(count: int) -> str:
+def format_size(count: int) -> str:
+    """A byte count for people: "512 B", "1.5 KiB", ... "3.2 GiB" (the inverse of parse_size
+    up to rounding)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
