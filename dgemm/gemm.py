@@ -114,10 +114,8 @@ def _native_target(device_index: int):
             name = torch.cuda.get_device_name(device_index)
             raise RuntimeError(f"dgemm needs an sm_80 or newer GPU (FP8 via mma.sync bf16); "
                                f"device {device_index} ({name}) is sm_{major}{minor}")
-        if (major, minor) == (9, 0):
-            target = ("sm_90a", "hopper")
-        else:
-            target = (f"sm_{major}{minor}", "portable")
+        arch = utils.arch_for_capability(major, minor)
+        target = (arch, "hopper" if arch == "sm_90a" else "portable")
         _device_targets[device_index] = target
     return target
 

@@ -63,6 +63,13 @@ def get_num_sms_for(device_index: int) -> int:
     return count
 
 
+def arch_for_capability(major: int, minor: int) -> str:
+    """The target dgemm compiles for on a GPU of compute capability major.minor: "sm_90a" on
+    Hopper (wgmma and TMA multicast exist only in the arch-specific target), else
+    "sm_<major><minor>"."""
+    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
 def _reset_num_sms() -> None:
     """Forget `set_num_sms` (tests)."""
     global _num_sms

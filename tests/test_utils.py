@@ -105,3 +105,9 @@ def test_calc_diff_grows_with_noise():
     small = dgemm.calc_diff(x, x + 1e-3 * torch.randn_like(x))
     large = dgemm.calc_diff(x, x + 1e-1 * torch.randn_like(x))
     assert 0 < small < 1e-5 < large
+
+
+def test_hopper_compiles_for_sm_90a_and_other_gpus_for_their_own_arch():
+    assert utils.arch_for_capability(9, 0) == "sm_90a"
+    assert [utils.arch_for_capability(*c) for c in ((8, 0), (8, 9), (10, 0))] == [
+        "sm_80", "sm_89", "sm_100"]

@@ -7,13 +7,14 @@ through the cache, so these tests isolate the runtime.
 from __future__ import annotations
 
 import ctypes
-import time
 import types
 
 import pytest
 import torch
 
 from dgemm.jit import compiler, runtime, source
+from dgemm.utils import arch_for_capability
+from helpers import host_us_per_call
 
 ADD_ONE = r"""
 extern "C" __global__ void add_one(float* x, unsigned int n) {
@@ -83,8 +84,7 @@ needs_sm90 = pytest.mark.skipif(
 
 
 def device_arch() -> str:
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+    return arch_for_capability(*torch.cuda.get_device_capability())
 
 
 def compile_tiny(text: str):
@@ -232,15 +232,8 @@ def test_make_tma_desc_rejects_an_unaligned_address():
 
 
 # --- host overhead --------------------------------------------------------------------------------
-def _host_us(fn, calls: int = 2000) -> float:
-    fn()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - started
-    torch.cuda.synchronize()
-    return elapsed * 1e6 / calls
+def _host_us(fn) -> float:
+    return host_us_per_call(fn, calls=2000)
 
 
 def test_host_overhead_of_pack_and_launch_is_a_few_microseconds(add_one):
