@@ -101,11 +101,27 @@ def test_the_installed_checkout_compiles_from_the_repo_csrc(tmp_path):
     assert Path(result.stdout.strip()) == REPO / "csrc"
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def readme_setup_commands() -> list[str]:
     readme = (REPO / "README.md").read_text()
     section = readme.split("<!-- setup-commands -->")[1].split("<!-- /setup-commands -->")[0]
     commands = re.findall(r"```(?:bash|sh)\n(.*?)\n```", section, re.S)
     assert len(commands) == 2, f"README must show exactly two set-up commands; got {commands}"
-    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    assert any(line.startswith(commands[1].strip() + " ") or line == commands[1].strip()
-               for line in ci_lines), f".ci/run does not run {commands[1]!r}"
+    return [command.strip() for command in commands]
+
+
+def ci_lines() -> list[str]:
+    return [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    test_command = readme_setup_commands()[1]
+    assert any(line.startswith(test_command + " ") or line == test_command
+               for line in ci_lines()), f".ci/run does not run {test_command!r}"
+
+
+def test_ci_installs_exactly_what_the_readme_set_up_command_installs():
+    readme_installs = [part.strip() for part in readme_setup_commands()[0].split("&&")
+                       if "pip install" in part]
+    ci_installs = [" ".join(word for word in line.split() if word != "-q")
+                   for line in ci_lines() if "pip install" in line]
+    assert readme_installs and readme_installs == ci_installs
