@@ -6,8 +6,9 @@
 // shared-memory stages (full/empty mbarriers per stage); the math warpgroups (one per 64 rows
 // of the tile) run FP8 WGMMA on each 128-wide K block into a temporary FP32 accumulator and
 // promote it into the final accumulator with the A and B scales of that block. The epilogue
-// stages the bf16 tile in padded shared memory and writes it with coalesced 16-byte stores,
-// skipping rows that must not be written (M tail, padding rows, masked rows).
+// stages the bf16 tile in shared memory and writes it with TMA stores (plain GEMM, tiles of
+// 64-column multiples) or with coalesced 16-byte stores that skip rows that must not be
+// written (M tail, padding rows, masked rows).
 #include "mma_utils.cuh"
 #include "scheduler.cuh"
 #include "tma_utils.cuh"
@@ -30,7 +31,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 uint32_t shape_m,
                 const __grid_constant__ TmaDescriptor tma_a,
                 const __grid_constant__ TmaDescriptor tma_b,
-                const __grid_constant__ TmaDescriptor tma_scales_a) {
+                const __grid_constant__ TmaDescriptor tma_scales_a,
+                const __grid_constant__ TmaDescriptor tma_d) {
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     // ---- Checks -------------------------------------------------------------------------
     static_assert(BLOCK_K == 128, "one FP8 scale per 128-wide K block: BLOCK_K must be 128");
@@ -51,6 +53,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
     constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K;
     constexpr uint32_t kNumScaleRowsB = ceil_div(SHAPE_N, 128u);
+    // TMA-store epilogue: the tensor bounds clip exactly the rows and columns that must not be
+    // written only for the plain GEMM; 128B-swizzled boxes are 64 bf16 columns wide.
+    constexpr bool kTMAStore = kGemmType == GemmType::Normal and SHAPE_N % 8 == 0 and
+                               BLOCK_N % 64 == 0;
     // Tiles that divide 128 columns always sit inside one B-scale block.
     constexpr bool kUniformScaleB = 128 % BLOCK_N == 0;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // BLOCK_N / 2 per thread
@@ -105,6 +111,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         tma_prefetch_descriptor(&tma_a);
         tma_prefetch_descriptor(&tma_b);
         tma_prefetch_descriptor(&tma_scales_a);
+        if constexpr (kTMAStore)
+            tma_prefetch_descriptor(&tma_d);
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                          // producer's expect_tx arrive
             // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
@@ -272,6 +280,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const uint32_t t = math_thread % 128;
                 #pragma unroll
                 for (uint32_t half = 0; half < 2; ++half) {
+                    // The previous tile's TMA stores must be done reading the buffer.
+                    if (kTMAStore and half == 0 and math_wg == 0 and math_thread % 128 == 0)
+                        tma_store_wait<true>();
                     named_barrier_sync(kReduceBarrier, 256);       // buffer free
                     if (math_wg == 1) {
                         #pragma unroll
@@ -289,8 +300,42 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     continue;              // warpgroup 0 writes the tile
             }
 
-            // ---- Epilogue: registers -> padded smem -> coalesced global stores ----------
+            // ---- Epilogue ---------------------------------------------------------------
             const uint32_t barrier_id = 1 + math_wg;
+            if constexpr (kTMAStore) {
+                const bool store_leader = math_thread % 128 == 0;
+                // Registers -> 128B-swizzled 64-column chunks (conflict-free: the 8 rows a warp
+                // writes land in 8 different 16-byte units) -> one TMA store per chunk.
+                uint8_t* wg_smem_d = smem_d + wg_row0 * BLOCK_N * 2;
+                if (store_leader)
+                    tma_store_wait<true>();               // last tile's stores read the buffer
+                named_barrier_sync(barrier_id, 128);
+                const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                    uint8_t* chunk = wg_smem_d + (i / 8) * (WGMMA_M * 128);
+                    const uint32_t unit = i % 8, col_bytes = (lane_idx % 4) * 4;
+                    *reinterpret_cast<uint32_t*>(chunk + row * 128 + ((unit ^ (row % 8)) * 16) +
+                                                 col_bytes) =
+                        pack_bf16x2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                    *reinterpret_cast<uint32_t*>(chunk + (row + 8) * 128 +
+                                                 ((unit ^ ((row + 8) % 8)) * 16) + col_bytes) =
+                        pack_bf16x2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                }
+                fence_view_async_shared();                // generic writes -> TMA reads
+                named_barrier_sync(barrier_id, 128);
+                if (store_leader) {
+                    const int32_t m_row = static_cast<int32_t>(
+                        scheduler.global_row(m_block, group) + wg_row0);
+                    #pragma unroll
+                    for (uint32_t c = 0; c < BLOCK_N / 64; ++c)
+                        tma_store_2d(&tma_d, wg_smem_d + c * (WGMMA_M * 128),
+                                     static_cast<int32_t>(n_start + c * 64), m_row);
+                    tma_store_commit();
+                }
+                continue;
+            }
+            // Registers -> padded smem -> coalesced global stores with per-row checks.
             uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
             named_barrier_sync(barrier_id, 128);      // previous tile's reads are done
             {
@@ -334,6 +379,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
             }
         }
+    }
+
+    // Shared memory must outlive the last TMA stores' reads of it.
+    if constexpr (kTMAStore) {
+        if (threadIdx.x >= 128 and (threadIdx.x - 128) % 128 == 0)
+            tma_store_wait<false>();
     }
 
     // Neither CTA of a cluster may exit while its peer can still arrive on its barriers.

@@ -36,4 +36,26 @@ __device__ __forceinline__ void tma_load_2d_multicast(const TmaDescriptor* desc,
                  : "memory");
 }
 
+// Store the box at (inner, outer) from `smem_src` (bulk async group; rows/columns outside the
+// tensor are clipped by the hardware).
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, const void* smem_src,
+                                             int32_t inner, int32_t outer) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(desc), "r"(smem_addr(smem_src)), "r"(inner), "r"(outer) : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Wait until the committed stores have finished reading shared memory (the buffer may be
+// rewritten); with kReadOnly false, until they have completed.
+template <bool kReadOnly>
+__device__ __forceinline__ void tma_store_wait() {
+    if constexpr (kReadOnly)
+        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 }  // namespace dgemm

@@ -13,9 +13,10 @@ from ..jit import runtime
 
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
-# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a)
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
 _ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                          runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor)
+                          runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor,
+                          runtime.TmaDescriptor)
 
 
 _descriptors: dict = {}
@@ -67,6 +68,18 @@ def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
                                  (spec.block_m, 1), _NO_SWIZZLE)
 
 
+def uses_tma_store(spec: KernelSpec) -> bool:
+    """Mirror of kTMAStore in csrc/dgemm/fp8_gemm.cuh: the plain GEMM with 16-byte output rows
+    and tiles of whole 64-column (128-byte) swizzle chunks stores D through TMA."""
+    return spec.gemm_type == "normal" and spec.n % 8 == 0 and spec.block_n % 64 == 0
+
+
+def _tma_d(d: torch.Tensor, spec: KernelSpec):
+    """D as a 2-D [M, N] bf16 map; one box = 64 rows x 64 columns of a warpgroup's tile."""
+    return _tma_desc(d.data_ptr(), torch.bfloat16, (spec.n, d.shape[0]), (spec.n * 2,),
+                     (64, 64), _SWIZZLE_128B)
+
+
 def grid_size(spec: KernelSpec, m: int) -> int:
     """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles; a multiple of
     the cluster size."""
@@ -81,6 +94,9 @@ def launch(spec: KernelSpec, a, sa, b, sb, d, layout) -> None:
     kernel = runtime.get_kernel(spec, a.device.index)
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
+    tma_a = _tma_a(a, spec)
+    # Kernels that do not store through TMA ignore their last descriptor.
+    tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
     args = _ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
-                      _tma_a(a, spec), _tma_b(b, spec), _tma_scales_a(sa, spec))
+                      tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
     kernel.launch((grid_size(spec, shape_m), 1, 1), args)
