@@ -45,7 +45,7 @@ def rank_main(node_dir: str, url: str, specs: list, seed: int, delay: float, bar
         os.environ["DGEMM_TEST_PAUSE"] = f"compile:{delay}"
     dgemm.jit.reset_stats()
     dgemm.jit.cache.clear_memory()
-    dgemm.jit.cache._remote_tiers.clear()       # the parent's tier must not be shared
+    dgemm.jit.cache.reset_tiers()       # the parent's tier must not be shared
     order = list(specs)
     random.Random(seed).shuffle(order)
     barrier.wait()
