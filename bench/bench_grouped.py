@@ -18,9 +18,11 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 
 import dgemm  # noqa: E402
-from common import calc_diff, gpu_name, kernel_time_us  # noqa: E402
+from common import gpu_name, kernel_time_us  # noqa: E402
+from helpers import calc_diff_rows, random_contiguous, random_dense, random_masked  # noqa: E402
 
 SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
 # DeepGEMM @03d0be3 on one H200, from ../shared/BENCH.md (same order as the shapes file).
@@ -28,65 +30,43 @@ DEEPGEMM_CONTIGUOUS = [1343, 1257, 1303, 1245, 966, 908]
 DEEPGEMM_MASKED = [874, 753, 778, 718, 725, 593]
 
 
-def cast_groups(x: torch.Tensor, cast):
-    pairs = [cast(x[i]) for i in range(x.shape[0])]
-    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+def mn_major(pair):
+    """Quantised A with its scales already in the kernel's layout, as a training step keeps
+    them; otherwise each call would also time a scale transpose."""
+    return pair[0], dgemm.get_mn_major_tma_aligned_tensor(pair[1])
 
 
 def dense_tflops(m: int, n: int, k: int) -> float:
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    a_fp8, a_scales = dgemm.per_token_cast_to_fp8(x)
-    a = (a_fp8, dgemm.get_mn_major_tma_aligned_tensor(a_scales))
-    b = dgemm.per_block_cast_to_fp8(w)
+    case = random_dense(m, n, k)
+    a = mn_major(case.a)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    return 2 * m * n * k / kernel_time_us(lambda: dgemm.fp8_gemm_nt(a, b, d)) / 1e6
+    return 2 * m * n * k / kernel_time_us(lambda: dgemm.fp8_gemm_nt(a, case.b, d)) / 1e6
 
 
-def bench_contiguous(case, rng):
-    g, n, k = case["groups"], case["n"], case["k"]
-    align = dgemm.get_mk_alignment_for_contiguous_layout()
-    rows = [int(case["m_per_group"] * rng.uniform(0.7, 1.3)) for _ in range(g)]
-    padded = [dgemm.ceil_div(r, align) * align for r in rows]
-    m_sum = sum(padded)
-    x = torch.randn(m_sum, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
-    m_indices = torch.full((m_sum,), -1, device="cuda", dtype=torch.int32)
-    start = 0
-    for i, (r, p) in enumerate(zip(rows, padded)):
-        m_indices[start:start + r] = i
-        start += p
-    a_fp8, a_scales = dgemm.per_token_cast_to_fp8(x)
-    a = (a_fp8, dgemm.get_mn_major_tma_aligned_tensor(a_scales))
-    b = cast_groups(w, dgemm.per_block_cast_to_fp8)
-    d = torch.empty(m_sum, n, device="cuda", dtype=torch.bfloat16)
-    run = lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)  # noqa: E731
+def bench_contiguous(shape, rng):
+    rows = [int(shape["m_per_group"] * rng.uniform(0.7, 1.3)) for _ in range(shape["groups"])]
+    case = random_contiguous(rows, shape["n"], shape["k"])
+    a = mn_major(case.a)
+    d = torch.empty(case.m_indices.numel(), shape["n"], device="cuda", dtype=torch.bfloat16)
+    run = lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(a, case.b, d, case.m_indices)  # noqa: E731
     run()
-    diffs = []
-    for i in range(g):
-        sel = m_indices == i
-        diffs.append(calc_diff(d[sel], x[sel].float() @ w[i].float().t()))
+    diff = max(calc_diff_rows(d, case.ref, case.m_indices == g) for g in range(len(rows)))
     valid = sum(rows)
-    tflops = 2 * valid * n * k / kernel_time_us(run) / 1e6
-    return valid, tflops, max(diffs)
+    return valid, 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6, diff
 
 
-def bench_masked(case, rng):
-    g, max_m, n, k = case["groups"], case["max_m"], case["n"], case["k"]
-    masked = [int(case["expected_m"] * rng.uniform(0.7, 1.3)) for _ in range(g)]
-    x = torch.randn(g, max_m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
-    a_fp8, a_scales = cast_groups(x, dgemm.per_token_cast_to_fp8)
-    a = (a_fp8, dgemm.get_mn_major_tma_aligned_tensor(a_scales))
-    b = cast_groups(w, dgemm.per_block_cast_to_fp8)
-    d = torch.empty(g, max_m, n, device="cuda", dtype=torch.bfloat16)
-    masked_m = torch.tensor(masked, device="cuda", dtype=torch.int32)
-    run = lambda: dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, case["expected_m"])  # noqa: E731
+def bench_masked(shape, rng):
+    rows = [int(shape["expected_m"] * rng.uniform(0.7, 1.3)) for _ in range(shape["groups"])]
+    case = random_masked(rows, shape["max_m"], shape["n"], shape["k"])
+    a = mn_major(case.a)
+    d = torch.empty(shape["groups"], shape["max_m"], shape["n"], device="cuda",
+                    dtype=torch.bfloat16)
+    run = lambda: dgemm.m_grouped_fp8_gemm_nt_masked(a, case.b, d, case.masked_m,  # noqa: E731
+                                                      shape["expected_m"])
     run()
-    diffs = [calc_diff(d[i, :r], x[i, :r].float() @ w[i].float().t()) for i, r in enumerate(masked)]
-    valid = sum(masked)
-    tflops = 2 * valid * n * k / kernel_time_us(run) / 1e6
-    return valid, tflops, max(diffs)
+    diff = max(calc_diff_rows(d[g], case.ref[g], case.valid[g]) for g in range(len(rows)))
+    valid = sum(rows)
+    return valid, 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6, diff
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,6 @@ garbage by design; only the times matter (METHOD.md: "time variants that leave o
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pathlib
