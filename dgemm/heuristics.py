@@ -106,9 +106,8 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
     smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
     smem_b = block_n * BLOCK_K
     smem_scales_a = block_m * 4
-    smem_scales_b = ceil_div(ceil_div(k, BLOCK_K) * 2 * 4, 16) * 16   # two n-scale rows
     barriers = num_stages * 2 * 8
-    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + smem_scales_b + barriers
+    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers
 
 
 def _hopper_block_ns(block_m: int) -> tuple:

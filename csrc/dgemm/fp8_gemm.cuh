@@ -96,11 +96,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     uint8_t* smem_b = smem_a + kNumStages * SMEM_A_SIZE_PER_STAGE;
     float* smem_scales_a =
         reinterpret_cast<float*>(smem_b + kNumStages * SMEM_B_SIZE_PER_STAGE);
-    // The heuristics reserve room for B scales after A scales; this kernel reads B scales
-    // straight from global memory (L1-resident), so barriers follow directly.
-    MBarrier* full_barriers = reinterpret_cast<MBarrier*>(
-        reinterpret_cast<uint8_t*>(smem_scales_a + kNumStages * BLOCK_M) +
-        ceil_div(kNumKBlocks * 2 * 4, 16u) * 16);
+    // B scales are read straight from global memory (a tile's row of them stays in L1).
+    MBarrier* full_barriers = reinterpret_cast<MBarrier*>(smem_scales_a + kNumStages * BLOCK_M);
     MBarrier* empty_barriers = full_barriers + kNumStages;
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
