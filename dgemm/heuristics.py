@@ -129,7 +129,7 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     ~330 + 3.9 * block_n clk (16 → 413, 64 → 551, 192 → 1090 measured); 128-row tiles were
     nearly flat up to 128 columns (96 → 865, 128 → 910: the warpgroups' issue/promote chains,
     not the tensor cores, set the pace) and grew beyond (160 → 1181, 192 → 1377). A tile adds
-    ~3000 clk of pipeline fill and epilogue. Multicast was never faster."""
+    ~3000 clk of pipeline fill and epilogue. Multicast cost ~5% on most shapes."""
     if block_m == 64:
         k_block = 330 + 3.9 * block_n
     elif block_m == 192:
@@ -142,6 +142,7 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     else:
         k_block = 908 + 7.3 * (block_n - 128)
     return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + 3000
+
 
 @functools.lru_cache(maxsize=4096)
 def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
@@ -158,8 +159,8 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                 ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
     # Clusters of 2 CTAs can share each A tile through TMA multicast (same m-block, adjacent
-    # n-blocks); measured slower than independent CTAs on every benchmark shape so far
-    # (bench/NOTES.md v3), so the heuristic leaves it off.
+    # n-blocks); measured 3..9% slower than independent CTAs on most benchmark shapes and at
+    # best +2.5% on two (bench/NOTES.md v3, v6, v8), so the heuristic leaves it off.
     multicasts = (1,)
     # 192-row tiles would straddle the contiguous layout's 128-row group padding.
     block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
