@@ -21,7 +21,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import dgemm  # noqa: E402
-from common import calc_diff, geomean, gpu_name, kernel_time_us, per_call_us  # noqa: E402
+from common import geomean, gpu_name, kernel_time_us, per_call_us  # noqa: E402
+from dgemm.utils import calc_diff  # noqa: E402
 
 SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
 
@@ -88,7 +89,7 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
 
 def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     """Time legal (block_m, block_n, multicast) configs for this shape (to tune the heuristic)."""
-    from dgemm.heuristics import HOPPER_SMEM_CAPACITY, _hopper_block_ns, hopper_smem_bytes
+    from dgemm.heuristics import _hopper_block_ns, hopper_max_stages
     from dgemm.launch import hopper
 
     a_fp8, a_scales = a
@@ -96,9 +97,7 @@ def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     results = {}
     for block_m in (64, 128) if m <= 128 else (128, 192):
         for block_n in block_ns or _hopper_block_ns(block_m):
-            stages = max((s for s in range(3, 17)
-                          if hopper_smem_bytes(block_m, block_n, spec.k, s) <= HOPPER_SMEM_CAPACITY),
-                         default=0)
+            stages = hopper_max_stages(block_m, block_n, spec.k)
             if not stages:
                 continue
             for multicast in multicasts:

@@ -59,12 +59,6 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
-    x, y = x.double(), y.double()
-    denominator = (x * x + y * y).sum()
-    return float(1 - 2 * (x * y).sum() / denominator)
-
-
 def gpu_name() -> str:
     props = torch.cuda.get_device_properties(0)
     return f"{props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}"

@@ -110,6 +110,13 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
     return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers
 
 
+def hopper_max_stages(block_m: int, block_n: int, k: int) -> int:
+    """Deepest pipeline (3..16 stages) that fits shared memory, or 0: more bytes in flight hide
+    TMA latency on the small-M shapes."""
+    return max((s for s in range(3, 17)
+                if hopper_smem_bytes(block_m, block_n, k, s) <= HOPPER_SMEM_CAPACITY), default=0)
+
+
 def _hopper_block_ns(block_m: int) -> tuple:
     # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers (192:
     # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, 256 spills; three
@@ -173,12 +180,7 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                                        for mc in multicasts),
                                       key=score)
 
-    # Deepest pipeline that fits: more bytes in flight hides TMA latency on the small-M shapes.
-    num_stages = 0
-    for stages in range(16, 2, -1):
-        if hopper_smem_bytes(block_m, block_n, k, stages) <= HOPPER_SMEM_CAPACITY:
-            num_stages = stages
-            break
+    num_stages = hopper_max_stages(block_m, block_n, k)
     if num_stages == 0:
         raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
                          f"k={k}")
