@@ -87,27 +87,60 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
     return row
 
 
+def sweep_specs(spec, m, block_ns=None, multicasts=(1,)):
+    """Legal (block_m, block_n, multicast) variants of `spec` for an M-row problem."""
+    from dgemm.heuristics import _hopper_block_ns, hopper_num_stages
+
+    candidates = []
+    for block_m in (64, 128) if m <= 128 else (128, 192):
+        # Three warpgroups' registers hold at most 128 accumulator columns.
+        legal = range(8, 129, 8) if block_m == 192 else _hopper_block_ns(block_m)
+        for block_n in [n for n in block_ns if n in legal] or _hopper_block_ns(block_m):
+            stages = hopper_num_stages(block_m, block_n, spec.k)
+            if not stages:
+                continue
+            for multicast in multicasts:
+                candidates.append(dataclasses.replace(
+                    spec, block_m=block_m, block_n=block_n, num_stages=stages,
+                    num_tma_multicast=multicast, multicast_on_a=multicast > 1))
+    return candidates
+
+
 def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     """Time legal (block_m, block_n, multicast) configs for this shape (to tune the heuristic)."""
-    from dgemm.heuristics import _hopper_block_ns, hopper_max_stages
     from dgemm.launch import hopper
 
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
-    for block_m in (64, 128) if m <= 128 else (128, 192):
-        for block_n in block_ns or _hopper_block_ns(block_m):
-            stages = hopper_max_stages(block_m, block_n, spec.k)
-            if not stages:
-                continue
-            for multicast in multicasts:
-                candidate = dataclasses.replace(spec, block_m=block_m, block_n=block_n,
-                                                num_stages=stages, num_tma_multicast=multicast,
-                                                multicast_on_a=multicast > 1)
-                fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
-                results[f"{block_m}x{block_n}x{stages}/mc{multicast}"] = (
-                    flops / kernel_time_us(fn, iters=5, warmup=1) / 1e6)
+    for candidate in sweep_specs(spec, m, block_ns, multicasts):
+        fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
+        name = (f"{candidate.block_m}x{candidate.block_n}x{candidate.num_stages}"
+                f"/mc{candidate.num_tma_multicast}")
+        results[name] = flops / kernel_time_us(fn, iters=5, warmup=1) / 1e6
     return results
+
+
+def precompile(shapes, sweep: bool, block_ns, multicasts) -> None:
+    """Compile every kernel the run will launch in parallel worker processes (the prewarm
+    job's pool) so that a sweep of hundreds of configs is not serialised on one core."""
+    import os
+
+    from dgemm.jobs.prewarm import compile_all
+    from dgemm.progress import Progress
+
+    specs = []
+    for m, n, k in shapes:
+        spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+        specs.append(spec)
+        if sweep:
+            specs += sweep_specs(spec, m, block_ns, multicasts)
+    specs = list(dict.fromkeys(specs))
+    outcomes = compile_all(specs, os.cpu_count() or 1, Progress("precompile", len(specs), enabled=False))
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    print(f"precompiled {len(specs)} kernels ({len(failed)} failed)", flush=True)
+    for outcome in failed[:3]:
+        print(outcome.get("error", "")[:500], file=sys.stderr)
 
 
 def print_table(rows, title: str):
@@ -153,6 +186,7 @@ def main(argv=None) -> int:
         shapes = [shapes[int(i)] for i in args.only.split(",")]
     block_ns = [int(v) for v in args.sweep_block_n.split(",") if v]
     multicasts = tuple(int(v) for v in args.sweep_multicast.split(",") if v)
+    precompile(shapes, args.sweep, block_ns, multicasts)
     rows = []
     for m, n, k in shapes:
         rows.append(bench_shape(m, n, k, args.sweep, block_ns, multicasts))

@@ -107,7 +107,9 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
     smem_b = block_n * BLOCK_K
     smem_scales_a = block_m * 4
     barriers = num_stages * 2 * 8
-    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers
+    # Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
+    scales_b = 2 * ceil_div(k, BLOCK_K) * (1 if BLOCK_K % block_n == 0 else 2) * 4
+    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
 
 
 def hopper_max_stages(block_m: int, block_n: int, k: int) -> int:
@@ -115,6 +117,18 @@ def hopper_max_stages(block_m: int, block_n: int, k: int) -> int:
     TMA latency on the small-M shapes."""
     return max((s for s in range(3, 17)
                 if hopper_smem_bytes(block_m, block_n, k, s) <= HOPPER_SMEM_CAPACITY), default=0)
+
+
+def hopper_num_stages(block_m: int, block_n: int, k: int) -> int:
+    """Pipeline depth for a tile, or 0 if none fits: each tile walks the ring in whole rounds
+    of stages (slots past the last K block go unused), so take the fewest stages that keep the
+    deepest pipeline's round count: e.g. 56 K blocks with room for 5 stages -> 12 rounds -> 5,
+    with room for 6 -> 10 rounds -> 6; 4 K blocks -> 4 stages."""
+    deepest = hopper_max_stages(block_m, block_n, k)
+    if deepest == 0:
+        return 0
+    k_blocks = ceil_div(k, BLOCK_K)
+    return ceil_div(k_blocks, ceil_div(k_blocks, deepest))
 
 
 def _hopper_block_ns(block_m: int) -> tuple:
@@ -180,7 +194,7 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                                        for mc in multicasts),
                                       key=score)
 
-    num_stages = hopper_max_stages(block_m, block_n, k)
+    num_stages = hopper_num_stages(block_m, block_n, k)
     if num_stages == 0:
         raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
                          f"k={k}")

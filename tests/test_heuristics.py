@@ -75,14 +75,29 @@ def test_contiguous_layout_never_gets_tiles_taller_than_its_row_alignment():
     assert 128 % spec.block_m == 0
 
 
-def test_hopper_specs_use_a_pipeline_of_at_least_three_stages():
-    assert _violations(HOPPER_SPECS, lambda s: s.num_stages >= 3 and s.block_k == 128) == []
+def test_hopper_pipelines_are_three_deep_unless_k_has_fewer_blocks_and_never_deeper():
+    def ok(s):
+        k_blocks = -(-s.k // 128)
+        return s.block_k == 128 and min(3, k_blocks) <= s.num_stages <= k_blocks
+    assert _violations(HOPPER_SPECS, ok) == []
 
 
-def test_the_deepest_fitting_pipeline_is_chosen():
-    spec = select("fp8_gemm_nt", 128, 4096, 7168)
-    deeper = heuristics.hopper_smem_bytes(spec.block_m, spec.block_n, spec.k, spec.num_stages + 1)
-    assert spec.num_stages == 16 or deeper > heuristics.HOPPER_SMEM_CAPACITY
+@pytest.mark.parametrize("k", [512, 1536, 2048, 7168, 16384])
+def test_pipeline_depth_keeps_the_deepest_fitting_round_count_with_fewest_stages(k):
+    spec = select("fp8_gemm_nt", 4096, 7168, k)
+    deepest = heuristics.hopper_max_stages(spec.block_m, spec.block_n, k)
+    assert heuristics.hopper_smem_bytes(spec.block_m, spec.block_n, k, deepest + 1) > \
+        heuristics.HOPPER_SMEM_CAPACITY or deepest == 16
+    k_blocks = k // 128
+    rounds = -(-k_blocks // spec.num_stages)
+    assert rounds == -(-k_blocks // deepest)                  # as few rounds as the deepest
+    assert spec.num_stages == 1 or -(-k_blocks // (spec.num_stages - 1)) > rounds   # fewest
+
+
+@pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2)])
+def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
+    grown = heuristics.hopper_smem_bytes(128, block_n, 7168 + 128, 4)
+    assert grown - heuristics.hopper_smem_bytes(128, block_n, 7168, 4) == 2 * rows * 4
 
 
 def test_hopper_specs_target_sm_90a_with_the_requested_sm_count():

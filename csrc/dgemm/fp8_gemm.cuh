@@ -80,14 +80,24 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // warpgroup's issue -> wait -> promote chain costs ~450 clk per K block however small the
     // tile; two independent chains halve that on the latency-bound small-M shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
-    constexpr uint32_t kKStep = kSplitK ? 2 : 1;
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
+
+    // ---- Pipeline rounds ----------------------------------------------------------------
+    // Every tile walks the ring from stage 0 in whole rounds of kNumStages slots; slots past
+    // the last K block are empty (the producer arrives without loading, the consumer releases
+    // without computing). Unrolling a round makes every stage's barrier, descriptor and scale
+    // address a compile-time offset. NOTES: with the stage computed at run time, ~90 integer
+    // instructions per K block sat on each warpgroup's issue chain (ncu, bench/NOTES.md v9).
+    constexpr uint32_t kNumFullRounds = kNumKBlocks / kNumStages;
+    constexpr uint32_t kNumTailStages = kNumKBlocks % kNumStages;
+    constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
 
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
     // 128 * 40 + kNumMathThreads * kNumMathRegisters must fit the SM's 65536 registers.
     constexpr uint32_t kNumTMARegisters = 40;
     constexpr uint32_t kNumMathRegisters = kNumMathThreads == 384 ? 152 : 232;
-    constexpr uint32_t kReduceBarrier = 5;    // named barriers: 1, 2 epilogue; 5 split-K
+    // Named barriers: 1..3 epilogue (one per warpgroup), 5 split-K reduction, 6 B scales staged.
+    constexpr uint32_t kReduceBarrier = 5, kScalesBBarrier = 6;
 
     // ---- Shared memory carving ----------------------------------------------------------
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
@@ -96,9 +106,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     uint8_t* smem_b = smem_a + kNumStages * SMEM_A_SIZE_PER_STAGE;
     float* smem_scales_a =
         reinterpret_cast<float*>(smem_b + kNumStages * SMEM_B_SIZE_PER_STAGE);
-    // B scales are read straight from global memory (a tile's row of them stays in L1).
     MBarrier* full_barriers = reinterpret_cast<MBarrier*>(smem_scales_a + kNumStages * BLOCK_M);
     MBarrier* empty_barriers = full_barriers + kNumStages;
+    // The B scales of a tile (one or two 128-column rows of K/128 floats) are staged here by the
+    // math threads at the start of the tile; two slots so that the next tile's can be written
+    // while a slower warpgroup still reads this tile's.
+    float* smem_scales_b = reinterpret_cast<float*>(empty_barriers + kNumStages);
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
@@ -124,6 +137,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     else
         __syncthreads();
 
+    // A consumer warp's arrive on stage `s`'s empty barrier in cluster CTA `cta` (lane `cta`
+    // arrives; without multicast only lane 0, locally).
+    auto release_stage = [](MBarrier* empty, uint32_t cta) {
+        if constexpr (kNumTMAMulticast == 1)
+            empty->arrive();
+        else
+            empty->arrive_cluster(cta);
+    };
+
     auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
                                kNumTMAMulticast>(shape_m, grouped_layout);
     uint32_t m_block, n_block, group;
@@ -132,7 +154,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // ==== TMA producer warpgroup =====================================================
         warpgroup_reg_dealloc<kNumTMARegisters>();
         if (warp_idx == 0 and lane_idx == 0) {
-            uint32_t iteration = 0;
+            uint32_t phase = 0;          // flips after every round of kNumStages slots
             while (scheduler.next(m_block, n_block, group)) {
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
@@ -141,14 +163,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const int32_t sa_col = static_cast<int32_t>(m_block * BLOCK_M);
                 const int32_t sa_row_base = static_cast<int32_t>(
                     kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
-                for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block, ++iteration) {
-                    const uint32_t stage = iteration % kNumStages;
-                    const uint32_t phase = (iteration / kNumStages) & 1;
-                    empty_barriers[stage].wait(phase ^ 1);
-                    MBarrier* full = full_barriers + stage;
+
+                auto produce = [&](uint32_t s, uint32_t k_block) {
+                    empty_barriers[s].wait(phase ^ 1);
+                    MBarrier* full = full_barriers + s;
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    uint8_t* a_dst = smem_a + stage * SMEM_A_SIZE_PER_STAGE;
+                    uint8_t* a_dst = smem_a + s * SMEM_A_SIZE_PER_STAGE;
                     if constexpr (kNumTMAMulticast == 1) {
                         tma_load_2d(&tma_a, full, a_dst, k, a_row);
                     } else {
@@ -157,9 +178,28 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                               a_row + static_cast<int32_t>(slice),
                                               (1u << kNumTMAMulticast) - 1);
                     }
-                    tma_load_2d(&tma_b, full, smem_b + stage * SMEM_B_SIZE_PER_STAGE, k, b_row);
-                    tma_load_2d(&tma_scales_a, full, smem_scales_a + stage * BLOCK_M, sa_col,
+                    tma_load_2d(&tma_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, b_row);
+                    tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,
                                 sa_row_base + static_cast<int32_t>(k_block));
+                };
+                // Not unrolled: the producer runs ahead of the math warpgroups, and with its 40
+                // registers per-stage addresses would spill.
+                for (uint32_t round = 0; round < kNumFullRounds; ++round, phase ^= 1) {
+                    #pragma unroll 1
+                    for (uint32_t s = 0; s < kNumStages; ++s)
+                        produce(s, round * kNumStages + s);
+                }
+                if constexpr (kNumTailStages > 0) {
+                    #pragma unroll 1
+                    for (uint32_t s = 0; s < kNumStages; ++s) {
+                        if (s < kNumTailStages) {
+                            produce(s, kNumFullRounds * kNumStages + s);
+                        } else {                        // empty slot: nothing to load
+                            empty_barriers[s].wait(phase ^ 1);
+                            full_barriers[s].arrive();
+                        }
+                    }
+                    phase ^= 1;
                 }
             }
         }
@@ -167,15 +207,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // ==== WGMMA math warpgroups ======================================================
         warpgroup_reg_alloc<kNumMathRegisters>();
         const uint32_t math_thread = threadIdx.x - 128;
-        const uint32_t math_wg = math_thread / 128;
-        const uint32_t warp_in_wg = (math_thread / 32) % 4;
+        const uint32_t math_wg = __shfl_sync(0xffffffff, math_thread / 128, 0);
+        const uint32_t warp_in_wg = warp_idx % 4;
         const uint32_t wg_row0 = kSplitK ? 0 : math_wg * WGMMA_M;   // this warpgroup's rows
-        const uint32_t first_k_block = kSplitK ? math_wg : 0;
         // Accumulator fragment: rows r0 and r0 + 8, columns 8 * i + 2 * (lane % 4) + {0, 1}.
         const uint32_t r0 = wg_row0 + warp_in_wg * 16 + lane_idx / 4;
+        // Low words of the stage-0 descriptors; stage s and K step k add constants.
+        const uint32_t desc_a0 = smem_desc_k128b_lo(smem_a + wg_row0 * BLOCK_K);
+        const uint32_t desc_b0 = smem_desc_k128b_lo(smem_b);
+        const uint32_t scales_a_addr = smem_addr(smem_scales_a + r0);   // stage 0, row r0
 
         float accum[kNumAccum], final_accum[kNumAccum];
-        uint32_t iteration = 0;        // K blocks consumed so far: selects stage and phase
+        uint32_t phase = 0, tile_count = 0;
 
         while (scheduler.next(m_block, n_block, group)) {
             // B scales of this tile: a tile may straddle two 128-column scale blocks.
@@ -188,84 +231,98 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             const float* sb_hi = straddles ? sb_lo + kNumKBlocks : sb_lo;
             const uint32_t split_col = 128 - n_start % 128;   // first column using sb_hi
 
+            // Stage them in shared memory (slot alternates per tile); the barrier also tells
+            // every math thread that all of them finished the tile before last.
+            float* sfb = smem_scales_b + (tile_count++ % 2) * kNumScalesBPerTile;
+            for (uint32_t i = math_thread; i < kNumKBlocks; i += kNumMathThreads) {
+                sfb[i] = __ldg(sb_lo + i);
+                if constexpr (not kUniformScaleB)
+                    sfb[kNumKBlocks + i] = __ldg(sb_hi + i);
+            }
+            named_barrier_sync(kScalesBBarrier, kNumMathThreads);
+
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
-            float next_sb_lo = 0.0f, next_sb_hi = 0.0f;
-            if (first_k_block < kNumKBlocks)
-                next_sb_lo = __ldg(sb_lo + first_k_block), next_sb_hi = __ldg(sb_hi + first_k_block);
 
-            // Wait for K block `k_block`'s stage and issue its WGMMAs into `acc` (one group).
-            auto issue = [&](float* acc, uint32_t k_block) {
-                const uint32_t stage = (iteration + k_block) % kNumStages;
-                full_barriers[stage].wait(((iteration + k_block) / kNumStages) & 1);
-                const uint64_t desc_a = make_smem_desc_k128b(
-                    smem_a + stage * SMEM_A_SIZE_PER_STAGE + wg_row0 * BLOCK_K);
-                const uint64_t desc_b = make_smem_desc_k128b(
-                    smem_b + stage * SMEM_B_SIZE_PER_STAGE);
+            // Split-K tiles: warpgroup w takes the K blocks of parity w.
+            auto owns = [&](uint32_t k_block) { return not kSplitK or k_block % 2 == math_wg; };
+
+            // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
+            // final += acc * scale_a(row) * scale_b(column block).
+            // `sa_addr`: scales_a_addr made opaque once per round, so that each stage's A-scale
+            // address is an immediate offset instead of a register kept (or spilled) per stage.
+            auto consume = [&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
+                const float b_lo = sfb[k_block];
+                const float b_hi = kUniformScaleB ? b_lo : sfb[kNumKBlocks + k_block];
+                full_barriers[s].wait(phase);
+                // Scales are read before the stage is released (the producer refills it) and
+                // before the WGMMAs, which hide their latency.
+                float a0 = ld_shared_f32(sa_addr + s * BLOCK_M * 4);
+                float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(acc[i]);
+                    fence_operand(accum[i]);
                 wgmma_fence();
                 #pragma unroll
                 for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
                     // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
-                    WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4), acc,
-                               k > 0);
+                    const uint32_t step = k * (WGMMA_K >> 4);
+                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
+                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),
+                               accum, k > 0);
                 }
                 wgmma_commit_group();
-            };
-
-            // K block `k_block`'s WGMMAs into `acc` are complete: release its stage and
-            // promote: final += acc * scale_a(row) * scale_b(column block).
-            auto promote = [&](float* acc, uint32_t k_block) {
+                // Keep the scale products after the issue: hoisted above it, they made the
+                // WGMMAs wait for the scale loads.
+                fence_operand(a0), fence_operand(a1);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(acc[i]);
-                const uint32_t stage = (iteration + k_block) % kNumStages;
-                const float a0 = smem_scales_a[stage * BLOCK_M + r0];
-                const float a1 = smem_scales_a[stage * BLOCK_M + r0 + 8];
-                const float b_lo = next_sb_lo, b_hi = next_sb_hi;
+                    fence_operand(accum[i]);
+                wgmma_wait_group<0>();
 
-                // The stage (tiles and A scales) is no longer needed: hand it back to every
-                // CTA whose producer writes into it.
-                __syncwarp();
-                if constexpr (kNumTMAMulticast == 1) {
-                    if (lane_idx == 0)
-                        empty_barriers[stage].arrive();
-                } else {
-                    if (lane_idx < kNumTMAMulticast)
-                        empty_barriers[stage].arrive_cluster(lane_idx);
-                }
-
-                // Next K block's B scales, issued after the arrive so that it never waits on
-                // them; a whole K block of WGMMA hides their latency.
-                if (k_block + kKStep < kNumKBlocks) {
-                    next_sb_lo = __ldg(sb_lo + k_block + kKStep);
-                    next_sb_hi = __ldg(sb_hi + k_block + kKStep);
-                }
+                // Hand the stage back to every CTA whose producer writes into it.
+                if (lane_idx < kNumTMAMulticast)
+                    release_stage(empty_barriers + s, lane_idx);
 
                 const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
                 const float s0_hi = a0 * b_hi, s1_hi = a1 * b_hi;
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                    // NOTES: promotion is ~20% of a 128x128 tile's time (bench/probe_mainloop.py);
-                    // tiles that never straddle two scale blocks skip the per-column select.
+                    // Tiles that never straddle two scale blocks skip the per-column select.
                     const bool lo = kUniformScaleB or i * 8 < split_col;
                     const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
-                    final_accum[i * 4 + 0] += s0 * acc[i * 4 + 0];
-                    final_accum[i * 4 + 1] += s0 * acc[i * 4 + 1];
-                    final_accum[i * 4 + 2] += s1 * acc[i * 4 + 2];
-                    final_accum[i * 4 + 3] += s1 * acc[i * 4 + 3];
+                    final_accum[i * 4 + 0] += s0 * accum[i * 4 + 0];
+                    final_accum[i * 4 + 1] += s0 * accum[i * 4 + 1];
+                    final_accum[i * 4 + 2] += s1 * accum[i * 4 + 2];
+                    final_accum[i * 4 + 3] += s1 * accum[i * 4 + 3];
                 }
             };
 
-            for (uint32_t k_block = first_k_block; k_block < kNumKBlocks; k_block += kKStep) {
-                issue(accum, k_block);
-                wgmma_wait_group<0>();
-                promote(accum, k_block);
+            for (uint32_t round = 0; round < kNumFullRounds; ++round, phase ^= 1) {
+                const uint32_t sa_addr = opaque(scales_a_addr);
+                #pragma unroll
+                for (uint32_t s = 0; s < kNumStages; ++s)
+                    if (owns(round * kNumStages + s))
+                        consume(s, round * kNumStages + s, sa_addr);
             }
-            iteration += kNumKBlocks;
+            if constexpr (kNumTailStages > 0) {
+                const uint32_t sa_addr = opaque(scales_a_addr);
+                #pragma unroll
+                for (uint32_t s = 0; s < kNumStages; ++s) {
+                    const uint32_t k_block = kNumFullRounds * kNumStages + s;
+                    if (not owns(k_block))
+                        continue;
+                    if (s < kNumTailStages) {
+                        consume(s, k_block, sa_addr);
+                    } else {                            // empty slot: only release it
+                        full_barriers[s].wait(phase);
+                        if (lane_idx < kNumTMAMulticast)
+                            release_stage(empty_barriers + s, lane_idx);
+                    }
+                }
+                phase ^= 1;
+            }
 
             if constexpr (kSplitK) {
                 // Warpgroup 1 hands its partial sums to warpgroup 0 through the (free) output

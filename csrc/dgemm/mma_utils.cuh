@@ -7,12 +7,19 @@ namespace dgemm {
 
 // Descriptor of a K-major tile whose 128-byte rows were written by TMA with 128B swizzling:
 // 8-row x 128-byte swizzle atoms, consecutive atoms 1024 bytes apart. The tile base must be
-// 1024-byte aligned (the hardware swizzles on absolute address bits).
-__device__ __forceinline__ uint64_t make_smem_desc_k128b(const void* tile) {
-    const uint64_t start = (smem_addr(tile) & 0x3FFFF) >> 4;
-    constexpr uint64_t kStrideBytes = 1024;
-    constexpr uint64_t kSwizzle128B = 1;
-    return start | ((kStrideBytes >> 4) << 32) | (kSwizzle128B << 62);
+// 1024-byte aligned (the hardware swizzles on absolute address bits). Built from two 32-bit
+// halves: the low word is the start address in 16-byte units (stages and K steps add small
+// constants to it, never carrying into the high word), the high word is constant.
+__device__ __forceinline__ uint32_t smem_desc_k128b_lo(const void* tile) {
+    return (smem_addr(tile) & 0x3FFFF) >> 4;
+}
+
+__device__ __forceinline__ uint64_t smem_desc_k128b(uint32_t lo) {
+    constexpr uint32_t kStrideBytes = 1024;             // bits 32..45: stride >> 4
+    constexpr uint32_t kSwizzle128B = 1u << 30;         // bits 62..63: 1 = 128B swizzle
+    uint64_t desc;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(lo), "n"((kStrideBytes >> 4) | kSwizzle128B));
+    return desc;
 }
 
 __device__ __forceinline__ void wgmma_fence() {

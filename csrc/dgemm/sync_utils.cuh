@@ -48,6 +48,21 @@ struct alignas(8) MBarrier {
     }
 };
 
+// Plain shared-memory load at a 32-bit shared-window address.
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+    float value;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(value) : "r"(addr));
+    return value;
+}
+
+// Hide a value's origin from the compiler so that expressions of it are recomputed where
+// used (e.g. `base + constant` folded into an instruction's immediate) instead of hoisted
+// out of a loop into registers of their own.
+__device__ __forceinline__ uint32_t opaque(uint32_t value) {
+    asm volatile("" : "+r"(value));
+    return value;
+}
+
 // Make mbarrier.init visible to the async proxy (TMA) and to other CTAs of the cluster.
 __device__ __forceinline__ void fence_barrier_init() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

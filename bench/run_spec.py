@@ -1,0 +1,49 @@
+"""Run one dense GEMM with a chosen tile config, for profilers (ncu) and quick timing.
+
+    python bench/run_spec.py M N K BLOCK_M BLOCK_N STAGES [MULTICAST] [--iters N]
+
+Launches the kernel `iters` times (default 3) after one warm-up and prints its mean kernel
+time; under `ncu --kernel-name regex:fp8_gemm --launch-skip 1 --launch-count 1` it profiles
+one launch of exactly that config.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import torch
+
+import dgemm
+from dgemm.heuristics import select
+from dgemm.launch import hopper
+
+sys.path.insert(0, "bench")
+from common import kernel_time_us  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("shape", type=int, nargs="+", help="M N K BLOCK_M BLOCK_N STAGES [MC]")
+    p.add_argument("--iters", type=int, default=3)
+    args = p.parse_args()
+    m, n, k, bm, bn, stages = args.shape[:6]
+    mc = args.shape[6] if len(args.shape) > 6 else 1
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    a, sa = dgemm.per_token_cast_to_fp8(x)
+    sa = dgemm.get_mn_major_tma_aligned_tensor(sa)
+    b, sb = dgemm.per_block_cast_to_fp8(w)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    spec = dataclasses.replace(select("fp8_gemm_nt", m, n, k), block_m=bm, block_n=bn,
+                               num_stages=stages, num_tma_multicast=mc, multicast_on_a=mc > 1)
+    us = kernel_time_us(lambda: hopper.launch(spec, a, sa, b, sb, d, None), iters=args.iters,
+                        warmup=1)
+    ref = x.float() @ w.float().t()
+    print(f"{m}x{n}x{k} {bm}x{bn}x{stages}/mc{mc}: {us:.1f} us, "
+          f"{2 * m * n * k / us / 1e6:.0f} TFLOPS, calc_diff {dgemm.utils.calc_diff(d, ref):.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
