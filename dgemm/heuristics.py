@@ -106,7 +106,7 @@ def hopper_smem_bytes(block_m: int, block_n: int, k: int, num_stages: int) -> in
     smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
     smem_b = block_n * BLOCK_K
     smem_scales_a = block_m * 4
-    barriers = num_stages * 2 * 8
+    barriers = num_stages * 2 * 8 + 4 * 8               # + B-scale slots' full/empty
     # Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
     scales_b = 2 * ceil_div(k, BLOCK_K) * (1 if BLOCK_K % block_n == 0 else 2) * 4
     return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
@@ -144,25 +144,23 @@ def _hopper_block_ns(block_m: int) -> tuple:
 
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
-    """SM cycles for one output tile, fitted to the H200 sweep of v5 (bench/NOTES.md).
+    """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
+    the H200 sweeps of kernel v9/v10 (bench/NOTES.md; `python bench/bench_gemm.py --sweep`).
 
-    NOTES: per K block (1.85 GHz), 64-row tiles (two warpgroups on alternate K blocks) took
-    ~330 + 3.9 * block_n clk (16 → 413, 64 → 551, 192 → 1090 measured); 128-row tiles were
-    nearly flat up to 128 columns (96 → 865, 128 → 910: the warpgroups' issue/promote chains,
-    not the tensor cores, set the pace) and grew beyond (160 → 1181, 192 → 1377). A tile adds
-    ~3000 clk of pipeline fill and epilogue. Multicast cost ~5% on most shapes."""
+    NOTES: per K block (~1.75 GHz), 128-row tiles took ~247 + 3.9 * block_n clk up to 128
+    columns (64 -> 489, 128 -> 745 measured; never below ~420 however narrow) and ~6..7.5 clk
+    per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
+    128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
+    ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
+    the wider they are (first loads from HBM). Multicast cost ~5% on most shapes."""
     if block_m == 64:
-        k_block = 330 + 3.9 * block_n
+        k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
-        # Three warpgroups' chains (as for 128-row tiles), 3 x 2 * block_n clk of MMA, and
-        # the L2->SM traffic, whichever is slowest; 192x128 measured 1140 clk (v7), i.e.
-        # loads at ~36 B/clk/SM.
-        k_block = max(780 + block_n, 6 * block_n, (block_m + block_n) * BLOCK_K / 36)
-    elif block_n <= 128:
-        k_block = 780 + block_n
+        k_block, per_tile = 550 + 3.65 * block_n, 1800
     else:
-        k_block = 908 + 7.3 * (block_n - 128)
-    return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + 3000
+        k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
+        per_tile = 1200
+    return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + per_tile
 
 
 @functools.lru_cache(maxsize=4096)

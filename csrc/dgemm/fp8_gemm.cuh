@@ -97,7 +97,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t kNumTMARegisters = 40;
     constexpr uint32_t kNumMathRegisters = kNumMathThreads == 384 ? 152 : 232;
     // Named barriers: 1..3 epilogue (one per warpgroup), 5 split-K reduction, 6 B scales staged.
-    constexpr uint32_t kReduceBarrier = 5, kScalesBBarrier = 6;
+    constexpr uint32_t kReduceBarrier = 5;
 
     // ---- Shared memory carving ----------------------------------------------------------
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
@@ -108,10 +108,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         reinterpret_cast<float*>(smem_b + kNumStages * SMEM_B_SIZE_PER_STAGE);
     MBarrier* full_barriers = reinterpret_cast<MBarrier*>(smem_scales_a + kNumStages * BLOCK_M);
     MBarrier* empty_barriers = full_barriers + kNumStages;
-    // The B scales of a tile (one or two 128-column rows of K/128 floats) are staged here by the
-    // math threads at the start of the tile; two slots so that the next tile's can be written
-    // while a slower warpgroup still reads this tile's.
-    float* smem_scales_b = reinterpret_cast<float*>(empty_barriers + kNumStages);
+    // The B scales of a tile (one or two 128-column rows of K/128 floats) are staged in one of
+    // two slots by a loader warp one tile ahead of the math warpgroups.
+    MBarrier* scales_b_full = empty_barriers + kNumStages;
+    MBarrier* scales_b_empty = scales_b_full + 2;
+    float* smem_scales_b = reinterpret_cast<float*>(scales_b_empty + 2);
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
@@ -127,6 +128,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             full_barriers[i].init(1);                          // producer's expect_tx arrive
             // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
             empty_barriers[i].init(kNumConsumerWarps * kNumTMAMulticast);
+        }
+        for (uint32_t i = 0; i < 2; ++i) {
+            scales_b_full[i].init(32);                         // every loader lane
+            scales_b_empty[i].init(kNumMathThreads / 32);      // every math warp
         }
         fence_view_async_shared();
         fence_barrier_init();
@@ -144,6 +149,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             empty->arrive();
         else
             empty->arrive_cluster(cta);
+    };
+
+    // First B-scale row of a tile, and the row its columns past `split_col` use (the same row
+    // unless the tile straddles two 128-column scale blocks).
+    auto scale_b_rows = [&](uint32_t n_block, uint32_t group, const float*& lo, const float*& hi) {
+        const uint32_t n_start = n_block * BLOCK_N;
+        // (A cluster's extra n-block past N is never stored; clamp its scale row.)
+        lo = scales_b +
+            (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocks;
+        const bool straddles = not kUniformScaleB and (n_start % 128) + BLOCK_N > 128 and
+                               n_start / 128 + 1 < kNumScaleRowsB;
+        hi = straddles ? lo + kNumKBlocks : lo;
     };
 
     auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
@@ -202,6 +219,25 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     phase ^= 1;
                 }
             }
+        } else if (warp_idx == 1) {
+            // B-scale loader: global -> shared one tile ahead, so that no math warpgroup waits
+            // on a global load at the start of a tile. NOTES: loaded by the math threads
+            // themselves, the round trip cost ~1000..2000 clk of idle tensor cores per tile.
+            uint32_t tile_count = 0;
+            while (scheduler.next(m_block, n_block, group)) {
+                const uint32_t slot = tile_count % 2, parity = (tile_count / 2) & 1;
+                ++tile_count;
+                const float *sb_lo, *sb_hi;
+                scale_b_rows(n_block, group, sb_lo, sb_hi);
+                scales_b_empty[slot].wait(parity ^ 1);
+                float* sfb = smem_scales_b + slot * kNumScalesBPerTile;
+                for (uint32_t i = lane_idx; i < kNumKBlocks; i += 32) {
+                    sfb[i] = __ldg(sb_lo + i);
+                    if constexpr (not kUniformScaleB)
+                        sfb[kNumKBlocks + i] = __ldg(sb_hi + i);
+                }
+                scales_b_full[slot].arrive();                // release: the stores above
+            }
         }
     } else {
         // ==== WGMMA math warpgroups ======================================================
@@ -221,25 +257,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         uint32_t phase = 0, tile_count = 0;
 
         while (scheduler.next(m_block, n_block, group)) {
-            // B scales of this tile: a tile may straddle two 128-column scale blocks.
             const uint32_t n_start = n_block * BLOCK_N;
-            // (A cluster's extra n-block past N is never stored; clamp its scale row.)
-            const float* sb_lo = scales_b +
-                (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocks;
-            const bool straddles = not kUniformScaleB and (n_start % 128) + BLOCK_N > 128 and
-                                   n_start / 128 + 1 < kNumScaleRowsB;
-            const float* sb_hi = straddles ? sb_lo + kNumKBlocks : sb_lo;
-            const uint32_t split_col = 128 - n_start % 128;   // first column using sb_hi
-
-            // Stage them in shared memory (slot alternates per tile); the barrier also tells
-            // every math thread that all of them finished the tile before last.
-            float* sfb = smem_scales_b + (tile_count++ % 2) * kNumScalesBPerTile;
-            for (uint32_t i = math_thread; i < kNumKBlocks; i += kNumMathThreads) {
-                sfb[i] = __ldg(sb_lo + i);
-                if constexpr (not kUniformScaleB)
-                    sfb[kNumKBlocks + i] = __ldg(sb_hi + i);
-            }
-            named_barrier_sync(kScalesBBarrier, kNumMathThreads);
+            const uint32_t split_col = 128 - n_start % 128;   // first column of the second
+                                                              // B-scale row (if it straddles)
+            // This tile's B scales, staged by the loader warp.
+            const uint32_t scales_slot = tile_count % 2;
+            float* sfb = smem_scales_b + scales_slot * kNumScalesBPerTile;
+            scales_b_full[scales_slot].wait((tile_count / 2) & 1);
+            ++tile_count;
 
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
@@ -323,6 +348,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
                 phase ^= 1;
             }
+            // Every K block is promoted: the loader may refill this tile's B-scale slot.
+            __syncwarp();
+            if (lane_idx == 0)
+                scales_b_empty[scales_slot].arrive();
 
             if constexpr (kSplitK) {
                 // Warpgroup 1 hands its partial sums to warpgroup 0 through the (free) output
