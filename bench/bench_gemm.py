@@ -5,7 +5,8 @@
     python bench/bench_gemm.py --json out.json    # machine-readable results
 
 Prints one row per shape (TFLOPS, kernel µs, per-call µs, calc_diff) and the geomean ratio
-dgemm / cuBLAS-blk. All implementations run on the same random inputs in the same process.
+dgemm / cuBLAS-blk. All implementations run on the same random inputs in the same process;
+their kernel times are taken in three alternating rounds of 20 L2-flushed calls (median round).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import dgemm  # noqa: E402
-from common import geomean, gpu_name, kernel_time_us, per_call_us  # noqa: E402
+from common import (geomean, gpu_name, interleaved_kernel_time_us,  # noqa: E402
+                    kernel_time_us, per_call_us)
 from dgemm.utils import calc_diff  # noqa: E402
 
 SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
@@ -61,20 +63,18 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
     d.fill_(float("nan"))
     run_dgemm()
     row["diff"] = calc_diff(d, ref)
-    row["dgemm_us"] = kernel_time_us(run_dgemm)
-    row["dgemm_call_us"] = per_call_us(run_dgemm)
-
+    timed = {"dgemm": run_dgemm, "bf16": lambda: x @ w.t()}
     try:
         run_cublas = cublas_blockwise(a, b, m)
         row["cublas_diff"] = calc_diff(run_cublas(), ref)
-        row["cublas_us"] = kernel_time_us(run_cublas)
-        row["cublas_call_us"] = per_call_us(run_cublas)
+        timed["cublas"] = run_cublas
     except RuntimeError as error:          # keep the table even if cuBLAS refuses a shape
         row["cublas_error"] = str(error).splitlines()[0]
-        row["cublas_us"] = row["cublas_call_us"] = float("nan")
-
-    run_bf16 = lambda: x @ w.t()  # noqa: E731
-    row["bf16_us"] = kernel_time_us(run_bf16)
+    times = interleaved_kernel_time_us(timed)
+    for name in ("dgemm", "cublas", "bf16"):
+        row[f"{name}_us"] = times.get(name, float("nan"))
+    row["dgemm_call_us"] = per_call_us(run_dgemm)
+    row["cublas_call_us"] = per_call_us(timed["cublas"]) if "cublas" in timed else float("nan")
 
     for name in ("dgemm", "cublas", "bf16"):
         row[f"{name}_tflops"] = flops / row[f"{name}_us"] / 1e6

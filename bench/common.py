@@ -43,6 +43,18 @@ def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
     return total / iters
 
 
+def interleaved_kernel_time_us(fns: dict, rounds: int = 3, iters: int = 20) -> dict:
+    """kernel_time_us of each function, measured in `rounds` alternating rounds; the median
+    round per function. The GPU's clock drifts with power and heat over a run (seen: the same
+    kernel 10..15% apart minutes later), so implementations measured back to back in one block
+    each would be compared at different clocks."""
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(kernel_time_us(fn, iters=iters))
+    return {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+
+
 def per_call_us(fn, iters: int = 200) -> float:
     """Wall time of `iters` back-to-back calls / iters (host overhead where it exceeds the kernel)."""
     fn()
