@@ -53,10 +53,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
     constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K;
     constexpr uint32_t kNumScaleRowsB = ceil_div(SHAPE_N, 128u);
-    // TMA-store epilogue: the tensor bounds clip exactly the rows and columns that must not be
-    // written only for the plain GEMM; 128B-swizzled boxes are 64 bf16 columns wide.
-    constexpr bool kTMAStore = kGemmType == GemmType::Normal and SHAPE_N % 8 == 0 and
-                               BLOCK_N % 64 == 0;
+    // TMA-store epilogue (128B-swizzled boxes of 64 bf16 columns): for the plain GEMM the
+    // tensor bounds clip exactly the rows and columns that must not be written; the grouped
+    // layouts use it for each warpgroup's 64 rows when all of them are real output rows, and
+    // checked stores otherwise (padding rows, masked-off rows).
+    constexpr bool kTMAStore = SHAPE_N % 8 == 0 and BLOCK_N % 64 == 0;
     // Tiles that divide 128 columns always sit inside one B-scale block.
     constexpr bool kUniformScaleB = 128 % BLOCK_N == 0;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // BLOCK_N / 2 per thread
@@ -384,15 +385,24 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             }
 
             // ---- Epilogue ---------------------------------------------------------------
+            // Each warpgroup stages its 64 rows at wg_smem_d (1024-byte aligned: 64 pitches).
             const uint32_t barrier_id = 1 + math_wg;
+            uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
+            const bool store_leader = math_thread % 128 == 0;
+            if (kTMAStore and store_leader)
+                tma_store_wait<true>();                   // last tile's stores read the buffer
+            // The barrier also says whether all 64 rows are real output rows (TMA store).
+            bool whole = false;
             if constexpr (kTMAStore) {
-                const bool store_leader = math_thread % 128 == 0;
+                const bool mine = kGemmType == GemmType::Normal or
+                                  scheduler.row_valid(m_block, group, wg_row0 + math_thread % 64);
+                whole = named_barrier_sync_and(barrier_id, 128, mine);
+            } else {
+                named_barrier_sync(barrier_id, 128);
+            }
+            if (kTMAStore and whole) {
                 // Registers -> 128B-swizzled 64-column chunks (conflict-free: the 8 rows a warp
                 // writes land in 8 different 16-byte units) -> one TMA store per chunk.
-                uint8_t* wg_smem_d = smem_d + wg_row0 * BLOCK_N * 2;
-                if (store_leader)
-                    tma_store_wait<true>();               // last tile's stores read the buffer
-                named_barrier_sync(barrier_id, 128);
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
@@ -419,8 +429,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 continue;
             }
             // Registers -> padded smem -> coalesced global stores with per-row checks.
-            uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
-            named_barrier_sync(barrier_id, 128);      // previous tile's reads are done
             {
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t col_bytes = (lane_idx % 4) * 4;

@@ -69,14 +69,16 @@ def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
 
 
 def uses_tma_store(spec: KernelSpec) -> bool:
-    """Mirror of kTMAStore in csrc/dgemm/fp8_gemm.cuh: the plain GEMM with 16-byte output rows
-    and tiles of whole 64-column (128-byte) swizzle chunks stores D through TMA."""
-    return spec.gemm_type == "normal" and spec.n % 8 == 0 and spec.block_n % 64 == 0
+    """Mirror of kTMAStore in csrc/dgemm/fp8_gemm.cuh: with 16-byte output rows and tiles of
+    whole 64-column (128-byte) swizzle chunks, D is stored through TMA (grouped layouts: the
+    warpgroups whose 64 rows are all real output rows)."""
+    return spec.n % 8 == 0 and spec.block_n % 64 == 0
 
 
 def _tma_d(d: torch.Tensor, spec: KernelSpec):
-    """D as a 2-D [M, N] bf16 map; one box = 64 rows x 64 columns of a warpgroup's tile."""
-    return _tma_desc(d.data_ptr(), torch.bfloat16, (spec.n, d.shape[0]), (spec.n * 2,),
+    """D as a 2-D [rows, N] bf16 map (masked groups stacked along rows); one box = 64 rows x
+    64 columns of a warpgroup's tile."""
+    return _tma_desc(d.data_ptr(), torch.bfloat16, (spec.n, d.numel() // spec.n), (spec.n * 2,),
                      (64, 64), _SWIZZLE_128B)
 
 
