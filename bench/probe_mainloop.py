@@ -25,17 +25,21 @@ VARIANTS = {
     "no-loads": [
         ("full->arrive_expect_tx(kStageBytes);", "full->arrive();"),
         ("tma_load_2d(&tma_a, full, a_dst, k, a_row);", ""),
-        ("tma_load_2d(&tma_b, full, smem_b + stage * SMEM_B_SIZE_PER_STAGE, k, b_row);", ""),
-        ("tma_load_2d(&tma_scales_a, full, smem_scales_a + stage * BLOCK_M, sa_col,\n"
+        ("tma_load_2d(&tma_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, b_row);", ""),
+        ("tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,\n"
          "                                sa_row_base + static_cast<int32_t>(k_block));", ""),
     ],
-    "no-mma": [("WGMMA::mma(desc_a + k * (WGMMA_K >> 4), desc_b + k * (WGMMA_K >> 4), acc,\n"
-                "                               k > 0);", "")],
-    "no-promote": [("final_accum[i * 4 + 0] += s0 * acc[i * 4 + 0];", ""),
-                   ("final_accum[i * 4 + 1] += s0 * acc[i * 4 + 1];", ""),
-                   ("final_accum[i * 4 + 2] += s1 * acc[i * 4 + 2];", ""),
-                   ("final_accum[i * 4 + 3] += s1 * acc[i * 4 + 3];", "")],
-    "no-stores": [("*reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + n_start + col) = value;",
+    "no-mma": [("WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),\n"
+                "                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),\n"
+                "                               accum, k > 0);", "")],
+    "no-promote": [("final_accum[i * 4 + 0] += s0 * accum[i * 4 + 0];", ""),
+                   ("final_accum[i * 4 + 1] += s0 * accum[i * 4 + 1];", ""),
+                   ("final_accum[i * 4 + 2] += s1 * accum[i * 4 + 2];", ""),
+                   ("final_accum[i * 4 + 3] += s1 * accum[i * 4 + 3];", "")],
+    "no-stores": [("tma_store_2d(&tma_d, wg_smem_d + c * (WGMMA_M * 128),\n"
+                   "                                     static_cast<int32_t>(n_start + c * 64), m_row);",
+                   ""),
+                  ("*reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + n_start + col) = value;",
                    "(void)value;")],
 }
 
