@@ -4,7 +4,7 @@
 
 Each variant is the real csrc/ with one piece removed by text substitution (no TMA loads, no
 WGMMA, no promotion, no epilogue stores), compiled through the normal JIT from a temporary
-csrc copy (DGEMM_CSRC_DIR) in a subprocess, and timed like bench_gemm.py. Results are
+csrc copy (DGEMM_CSRC_DIR) and timed by bench/run_spec.py in a subprocess. Results are
 garbage by design; only the times matter (METHOD.md: "time variants that leave one stage out").
 """
 from __future__ import annotations
@@ -43,25 +43,6 @@ VARIANTS = {
                    "(void)value;")],
 }
 
-CHILD = r'''
-import dataclasses, json, sys, torch, dgemm
-sys.path.insert(0, "bench")
-from common import kernel_time_us
-from dgemm.heuristics import select
-from dgemm.launch import hopper
-m, n, k, bm, bn, stages = json.loads(sys.argv[1])
-x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-a, sa = dgemm.per_token_cast_to_fp8(x); sa = dgemm.get_mn_major_tma_aligned_tensor(sa)
-b, sb = dgemm.per_block_cast_to_fp8(w)
-d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-spec = dataclasses.replace(select("fp8_gemm_nt", m, n, k), block_m=bm, block_n=bn,
-                           num_stages=stages, num_tma_multicast=1, multicast_on_a=False)
-us = kernel_time_us(lambda: hopper.launch(spec, a, sa, b, sb, d, None), iters=10)
-print(json.dumps({"us": us, "tflops": 2 * m * n * k / us / 1e6}))
-'''
-
-
 def variant_csrc(name: str, edits) -> pathlib.Path:
     root = pathlib.Path(tempfile.mkdtemp(prefix=f"dgemm-probe-{name}-"))
     shutil.copytree(ROOT / "csrc", root, dirs_exist_ok=True)
@@ -83,8 +64,9 @@ def main(argv) -> int:
         cells = []
         for name, edits in VARIANTS.items():
             env = dict(os.environ, DGEMM_CSRC_DIR=str(variant_csrc(name, edits)))
-            out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], cwd=ROOT,
-                                 env=env, capture_output=True, text=True, timeout=300)
+            out = subprocess.run([sys.executable, "bench/run_spec.py", *map(str, config),
+                                  "--iters", "10", "--json"], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=300)
             if out.returncode:
                 cells.append("error")
                 lines = [l for l in out.stderr.splitlines() if "Error" in l or "error" in l]

@@ -1,6 +1,6 @@
 """Run one dense GEMM with a chosen tile config, for profilers (ncu) and quick timing.
 
-    python bench/run_spec.py M N K BLOCK_M BLOCK_N STAGES [MULTICAST] [--iters N]
+    python bench/run_spec.py M N K BLOCK_M BLOCK_N STAGES [MULTICAST] [--iters N] [--json]
 
 Launches the kernel `iters` times (default 3) after one warm-up and prints its mean kernel
 time; under `ncu --kernel-name regex:fp8_gemm --launch-skip 1 --launch-count 1` it profiles
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 
 import torch
@@ -26,6 +27,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("shape", type=int, nargs="+", help="M N K BLOCK_M BLOCK_N STAGES [MC]")
     p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--json", action="store_true", help="print one JSON line (us, tflops, diff)")
     args = p.parse_args()
     m, n, k, bm, bn, stages = args.shape[:6]
     mc = args.shape[6] if len(args.shape) > 6 else 1
@@ -39,9 +41,13 @@ def main() -> int:
                                num_stages=stages, num_tma_multicast=mc, multicast_on_a=mc > 1)
     us = kernel_time_us(lambda: hopper.launch(spec, a, sa, b, sb, d, None), iters=args.iters,
                         warmup=1)
-    ref = x.float() @ w.float().t()
-    print(f"{m}x{n}x{k} {bm}x{bn}x{stages}/mc{mc}: {us:.1f} us, "
-          f"{2 * m * n * k / us / 1e6:.0f} TFLOPS, calc_diff {dgemm.utils.calc_diff(d, ref):.1e}")
+    tflops = 2 * m * n * k / us / 1e6
+    diff = dgemm.utils.calc_diff(d, x.float() @ w.float().t())
+    if args.json:
+        print(json.dumps({"us": us, "tflops": tflops, "diff": diff}))
+    else:
+        print(f"{m}x{n}x{k} {bm}x{bn}x{stages}/mc{mc}: {us:.1f} us, {tflops:.0f} TFLOPS, "
+              f"calc_diff {diff:.1e}")
     return 0
 
 
