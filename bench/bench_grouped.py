@@ -1,6 +1,6 @@
 """MoE grouped FP8 GEMM benchmark (contiguous and masked layouts), one run on one GPU.
 
-    python bench/bench_grouped.py [--json out.json]
+    python bench/bench_grouped.py [--json out.json] [--sweep 128x128,128x256,...]
 
 TFLOPS count only valid rows. Beside each shape: DeepGEMM's TFLOPS from ../shared/BENCH.md
 (measured on an H200; compare only when this runs on an H200) and our dense kernel on the same
@@ -9,6 +9,7 @@ total work (M = valid rows, same N, K), measured in this run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import random
@@ -22,7 +23,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "
 
 import dgemm  # noqa: E402
 from common import gpu_name, kernel_time_us  # noqa: E402
-from helpers import calc_diff_rows, random_contiguous, random_dense, random_masked  # noqa: E402
+from helpers import (calc_diff_rows, forced_tile, random_contiguous, random_dense,  # noqa: E402
+                     random_masked)
 
 SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
 # DeepGEMM @03d0be3 on one H200, from ../shared/BENCH.md (same order as the shapes file).
@@ -43,19 +45,19 @@ def dense_tflops(m: int, n: int, k: int) -> float:
     return 2 * m * n * k / kernel_time_us(lambda: dgemm.fp8_gemm_nt(a, case.b, d)) / 1e6
 
 
-def bench_contiguous(shape, rng):
+def setup_contiguous(shape, rng):
+    """(valid rows, run, max calc_diff of the last run's output)."""
     rows = [int(shape["m_per_group"] * rng.uniform(0.7, 1.3)) for _ in range(shape["groups"])]
     case = random_contiguous(rows, shape["n"], shape["k"])
     a = mn_major(case.a)
     d = torch.empty(case.m_indices.numel(), shape["n"], device="cuda", dtype=torch.bfloat16)
     run = lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(a, case.b, d, case.m_indices)  # noqa: E731
-    run()
-    diff = max(calc_diff_rows(d, case.ref, case.m_indices == g) for g in range(len(rows)))
-    valid = sum(rows)
-    return valid, 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6, diff
+    diff = lambda: max(calc_diff_rows(d, case.ref, case.m_indices == g)  # noqa: E731
+                       for g in range(len(rows)))
+    return sum(rows), run, diff
 
 
-def bench_masked(shape, rng):
+def setup_masked(shape, rng):
     rows = [int(shape["expected_m"] * rng.uniform(0.7, 1.3)) for _ in range(shape["groups"])]
     case = random_masked(rows, shape["max_m"], shape["n"], shape["k"])
     a = mn_major(case.a)
@@ -63,16 +65,26 @@ def bench_masked(shape, rng):
                     dtype=torch.bfloat16)
     run = lambda: dgemm.m_grouped_fp8_gemm_nt_masked(a, case.b, d, case.masked_m,  # noqa: E731
                                                       shape["expected_m"])
-    run()
-    diff = max(calc_diff_rows(d[g], case.ref[g], case.valid[g]) for g in range(len(rows)))
-    valid = sum(rows)
-    return valid, 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6, diff
+    diff = lambda: max(calc_diff_rows(d[g], case.ref[g], case.valid[g])  # noqa: E731
+                       for g in range(len(rows)))
+    return sum(rows), run, diff
+
+
+def measure(valid, shape, run, diff, tile=None):
+    """(TFLOPS over valid rows, calc_diff) of `run`, with the heuristic's tile or a forced one."""
+    with forced_tile(*tile) if tile else contextlib.nullcontext():
+        run()
+        tflops = 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6
+    return tflops, diff()
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--sweep", default="",
+                        help="also time these tiles on every shape, e.g. 128x128,128x256")
     args = parser.parse_args(argv)
+    tiles = [tuple(int(v) for v in t.split("x")) for t in args.sweep.split(",") if t]
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -81,10 +93,16 @@ def main(argv=None) -> int:
     manifest = json.loads(SHAPES.read_text())
     rows = []
     for layout, cases, anchors, fn in (
-            ("contiguous", manifest["grouped_contiguous"], DEEPGEMM_CONTIGUOUS, bench_contiguous),
-            ("masked", manifest["grouped_masked"], DEEPGEMM_MASKED, bench_masked)):
+            ("contiguous", manifest["grouped_contiguous"], DEEPGEMM_CONTIGUOUS, setup_contiguous),
+            ("masked", manifest["grouped_masked"], DEEPGEMM_MASKED, setup_masked)):
         for case, anchor in zip(cases, anchors):
-            valid, tflops, diff = fn(case, rng)
+            valid, run, check = fn(case, rng)
+            tflops, diff = measure(valid, case, run, check)
+            for tile in tiles:
+                if layout == "contiguous" and tile[0] > 128:
+                    continue            # 128-row group padding
+                t, d = measure(valid, case, run, check, tile)
+                print(f"    sweep {tile[0]}x{tile[1]}: {t:.0f} TFLOPS (diff {d:.1e})", flush=True)
             dense = dense_tflops(valid, case["n"], case["k"])
             rows.append(dict(layout=layout, groups=case["groups"], valid_m=valid, n=case["n"],
                              k=case["k"], tflops=tflops, deepgemm=anchor, dense=dense, diff=diff))

@@ -128,7 +128,8 @@ def hopper_num_stages(block_m: int, block_n: int, k: int) -> int:
     if deepest == 0:
         return 0
     k_blocks = ceil_div(k, BLOCK_K)
-    return ceil_div(k_blocks, ceil_div(k_blocks, deepest))
+    # Never fewer than 3 (or the K blocks there are): with 2 the producer is one stage ahead.
+    return max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
 
 
 def _hopper_block_ns(block_m: int) -> tuple:
@@ -161,10 +162,15 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
         k_block, per_tile = 550 + 3.65 * block_n, 1800
     else:
         if block_n == 256:
-            # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns.
-            k_block, per_tile = 1315, 1800
+            # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Per tile
+            # fitted to v12 (bench/NOTES.md): 3 stages of 48 KB refill slowly on short K.
+            k_block, per_tile = 1385, 3000
         else:
             k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
+            if 96 < block_n < 128:
+                # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
+                # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
+                k_block *= 1.12
             per_tile = 1200
     return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + per_tile
 
@@ -172,16 +178,25 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
 @functools.lru_cache(maxsize=4096)
 def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                    num_sms: int) -> KernelSpec:
+    # The masked layout's m is only a hint (expected rows per group; the real counts live on
+    # the device): score it over a spread of row counts so that a tile count that just fits
+    # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
+    # expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the benchmark's
+    # 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
+    row_counts = (max(1, m * 3 // 4), m, m * 5 // 4) if gemm_type == "grouped_masked" else (m,)
+
     def score(config):
         block_m, block_n, multicast = config
-        m_blocks = ceil_div(m, block_m) * (num_groups if gemm_type == "grouped_masked" else 1)
-        tiles = m_blocks * ceil_div(ceil_div(n, block_n), multicast) * multicast
-        waves = ceil_div(tiles, num_sms)
-        last_wave = tiles - (waves - 1) * num_sms
+        groups = num_groups if gemm_type == "grouped_masked" else 1
+        n_tiles = ceil_div(ceil_div(n, block_n), multicast) * multicast
+        waves = [ceil_div(ceil_div(rows, block_m) * groups * n_tiles, num_sms)
+                 for rows in row_counts]
+        tiles = ceil_div(m, block_m) * groups * n_tiles
+        last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
-        return (waves * _hopper_tile_cycles(block_m, block_n, k, multicast), -last_wave,
-                ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+        return (sum(waves) / len(waves) * _hopper_tile_cycles(block_m, block_n, k, multicast),
+                -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
     # Clusters of 2 CTAs can share each A tile through TMA multicast (same m-block, adjacent
     # n-blocks); measured 3..9% slower than independent CTAs on most benchmark shapes and at

@@ -6,6 +6,7 @@ DeepSeek's recipe lands at calc_diff ~7e-4 against it and the bar is < 1e-3.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import pathlib
@@ -167,3 +168,24 @@ def print_row(m: int, n: int, k: int, us: float, diff: float, flop_m: Optional[i
     """One aligned row; `flop_m` counts only valid rows when it differs from m."""
     tflops = 2 * (flop_m if flop_m is not None else m) * n * k / us / 1e6 if us > 0 else 0.0
     print(f"{'':<18}{m:>6} {n:>6} {k:>6} {us:>7.1f} {tflops:>8.0f} {diff:>8.1e}")
+
+
+# --- tile configs ---------------------------------------------------------------------------------
+@contextlib.contextmanager
+def forced_tile(block_m: int, block_n: int):
+    """Within the block, every sm_90a GEMM call runs a (block_m x block_n) tile at the
+    heuristic's pipeline depth for it, whatever the heuristic would pick."""
+    select = dgemm.heuristics.select
+
+    def forced(kind, m, n, k, num_groups=1, num_sms=132, arch="sm_90a"):
+        spec = select(kind, m, n, k, num_groups, num_sms, arch)
+        if spec.kernel != "fp8_gemm":
+            return spec
+        stages = dgemm.heuristics.hopper_num_stages(block_m, block_n, k)
+        return dataclasses.replace(spec, block_m=block_m, block_n=block_n, num_stages=stages)
+
+    dgemm.heuristics.select = forced
+    try:
+        yield
+    finally:
+        dgemm.heuristics.select = select

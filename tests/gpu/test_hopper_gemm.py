@@ -6,7 +6,6 @@ Every check draws fresh random inputs and poisons the output first, so an unwrit
 """
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import pytest
@@ -14,8 +13,8 @@ import torch
 
 import dgemm
 
-from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, overwritten_count, poisoned,
-                     random_contiguous, random_dense, random_masked, unwritten_count)
+from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, forced_tile, overwritten_count,
+                     poisoned, random_contiguous, random_dense, random_masked, unwritten_count)
 
 ODD = [(m, n, k) for m in (1, 7, 63, 65, 129, 1000, 4097) for n, k in ((576, 7168), (2120, 256))]
 ODD += [(128, 100, 512), (200, 8, 128), (33, 4104, 384), (64, 1000, 1152), (4097, 4096, 1024)]
@@ -170,28 +169,13 @@ def test_masked_m_above_max_m_is_clamped_to_max_m():
 FORCED_TILES = [(64, 16), (64, 112), (128, 96), (128, 160), (128, 192), (128, 256), (192, 128)]
 
 
-@pytest.fixture
-def forced_tile(monkeypatch):
-    def force(block_m: int, block_n: int):
-        select = dgemm.heuristics.select
-
-        def forced(kind, m, n, k, num_groups=1, num_sms=132, arch="sm_90a"):
-            spec = select(kind, m, n, k, num_groups, num_sms, arch)
-            if spec.kernel != "fp8_gemm":
-                return spec
-            stages = dgemm.heuristics.hopper_num_stages(block_m, block_n, k)
-            return dataclasses.replace(spec, block_m=block_m, block_n=block_n, num_stages=stages)
-        monkeypatch.setattr(dgemm.heuristics, "select", forced)
-    return force
-
-
 @pytest.mark.parametrize("block_m,block_n", FORCED_TILES, ids=lambda v: str(v))
 @pytest.mark.parametrize("m,n,k", [(4097, 2112, 1024), (129, 1000, 128), (65, 100, 1152)])
-def test_forced_tile_dense(forced_tile, block_m, block_n, m, n, k):
-    forced_tile(block_m, block_n)
+def test_forced_tile_dense(block_m, block_n, m, n, k):
     case = random_dense(m, n, k)
     d = poisoned(m, n)
-    dgemm.fp8_gemm_nt(case.a, case.b, d)
+    with forced_tile(block_m, block_n):
+        dgemm.fp8_gemm_nt(case.a, case.b, d)
     assert unwritten_count(d) == 0
     diff = dgemm.calc_diff(d, case.ref)
     assert diff < DIFF_BAR, f"{block_m}x{block_n} on {m}x{n}x{k}: calc_diff {diff:.2e}"
@@ -199,15 +183,15 @@ def test_forced_tile_dense(forced_tile, block_m, block_n, m, n, k):
 
 @pytest.mark.parametrize("block_m,block_n", [t for t in FORCED_TILES if t[0] != 192],
                          ids=lambda v: str(v))
-def test_forced_tile_contiguous(forced_tile, block_m, block_n):
-    forced_tile(block_m, block_n)
-    check_contiguous([300, 0, 1, 256], 2112, 512)
+def test_forced_tile_contiguous(block_m, block_n):
+    with forced_tile(block_m, block_n):
+        check_contiguous([300, 0, 1, 256], 2112, 512)
 
 
 @pytest.mark.parametrize("block_m,block_n", FORCED_TILES, ids=lambda v: str(v))
-def test_forced_tile_masked(forced_tile, block_m, block_n):
-    forced_tile(block_m, block_n)
+def test_forced_tile_masked(block_m, block_n):
     case = random_masked([0, 1, 200, 256], 256, 1000, 384)
     d = poisoned(4, 256, 1000)
-    dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
+    with forced_tile(block_m, block_n):
+        dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)
