@@ -94,7 +94,20 @@ def test_pipeline_depth_keeps_the_deepest_fitting_round_count_with_fewest_stages
     assert spec.num_stages == 1 or -(-k_blocks // (spec.num_stages - 1)) > rounds   # fewest
 
 
-@pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2)])
+def test_256_column_tiles_are_offered_to_128_row_tiles_only_and_fit_three_stages():
+    assert 256 in heuristics._hopper_block_ns(128)
+    assert 256 not in heuristics._hopper_block_ns(64) + heuristics._hopper_block_ns(192)
+    assert heuristics.hopper_num_stages(128, 256, 16384) == 3
+
+
+def test_masked_pick_does_not_hinge_on_expected_m_exactly():
+    # expected_m is a hint; the pick is scored over 0.75..1.25 x of it, so nearby hints agree.
+    picks = {select("m_grouped_fp8_gemm_nt_masked", m, 4096, 7168, num_groups=1).block_n
+             for m in (1000, 1024, 1050)}
+    assert len(picks) == 1
+
+
+@pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
     grown = heuristics.hopper_smem_bytes(128, block_n, 7168 + 128, 4)
     assert grown - heuristics.hopper_smem_bytes(128, block_n, 7168, 4) == 2 * rows * 4

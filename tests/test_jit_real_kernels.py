@@ -9,16 +9,22 @@ from dgemm.heuristics import KINDS, select
 from dgemm.jit import compiler as compiler_module
 from dgemm.jit import elf, source
 
-SPECS = [select(kind, 128, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
-         for arch in ("sm_90a", "sm_80") for kind in KINDS]
+SPECS = [select(kind, m, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
+         for arch in ("sm_90a", "sm_80") for kind in KINDS for m in (128, 4096)]
 COMPILERS = ("nvrtc", "nvcc")
 
 
 @pytest.mark.parametrize("name", COMPILERS)
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.arch}-{s.gemm_type}")
+@pytest.mark.parametrize("spec", SPECS,
+                         ids=lambda s: f"{s.arch}-{s.gemm_type}-{s.block_m}x{s.block_n}")
 def test_the_real_kernel_compiles_to_a_cubin_for_its_arch(spec, name):
     compiled = compiler_module.get_compiler(name).compile(spec, source.render(spec))
     info = elf.read_cubin(compiled.cubin)
     assert (info.machine, info.sm) == (elf.EM_CUDA, int(spec.arch[3:5]))
     assert info.entry_symbols == (compiled.symbol,)
     assert spec.cpp_instance().split("<")[0].split("::")[1] in compiled.symbol
+
+
+def test_the_large_m_picks_include_the_two_wave_and_three_warpgroup_tiles():
+    tiles = {(s.block_m, s.block_n) for s in SPECS if s.arch == "sm_90a"}
+    assert {(128, 256), (192, 128)} <= tiles
