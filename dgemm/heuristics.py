@@ -134,7 +134,8 @@ def hopper_num_stages(block_m: int, block_n: int, k: int) -> int:
 
 def _hopper_block_ns(block_m: int) -> tuple:
     # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers (192:
-    # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, 256 spills; three
+    # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, a 256-wide
+    # accumulator would not, so 256 runs as two waves of 128 (below); three
     # warpgroups get 152 each, enough for 128), and a tile may touch at most two 128-column
     # B-scale blocks (152 could touch three).
     if block_m == 192:

@@ -51,8 +51,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // ---- Types and sizes ----------------------------------------------------------------
     // 256-column tiles run as two 128-column waves per K block through one 64-register
     // temporary accumulator (a 256-wide one plus the final accumulator would not fit the
-    // registers). NOTES: per FLOP they move ~12% fewer shared-memory bytes than 128x128 tiles
-    // (A read twice, B once per warpgroup, TMA writes), the pipe that limits large tiles.
+    // registers). NOTES: ~12% fewer shared-memory bytes per FLOP than 128x128 tiles (A read
+    // twice, B once per warpgroup, TMA writes); +8..10% on the large shapes (bench/NOTES.md v12).
     constexpr uint32_t kNumNWaves = BLOCK_N == 256 ? 2 : 1;
     constexpr uint32_t WAVE_N = BLOCK_N / kNumNWaves;
     static_assert(kNumNWaves == 1 or BLOCK_M == 128,
