@@ -9,8 +9,10 @@ from dgemm.heuristics import KINDS, select
 from dgemm.jit import compiler as compiler_module
 from dgemm.jit import elf, source
 
-SPECS = [select(kind, m, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
-         for arch in ("sm_90a", "sm_80") for kind in KINDS for m in (128, 4096)]
+# Distinct specs only: the portable kernel's spec does not depend on M.
+SPECS = list(dict.fromkeys(
+    select(kind, m, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
+    for arch in ("sm_90a", "sm_80") for kind in KINDS for m in (128, 4096)))
 COMPILERS = ("nvrtc", "nvcc")
 
 
