@@ -44,8 +44,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
     static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
                   "a tile may span at most two 128-column B-scale blocks");
-    static_assert(kNumTMAMulticast == 1 or (kNumTMAMulticast == 2 and kIsTMAMulticastOnA),
-                  "clusters of 2 CTAs share A tiles (same m-block, adjacent n-blocks)");
+    static_assert(kNumTMAMulticast == 1 or kNumTMAMulticast == 2,
+                  "clusters of 2 CTAs share A tiles (same m-block, adjacent n-blocks) or, for "
+                  "the plain GEMM, B tiles (same n-block, adjacent m-blocks)");
     static_assert(kGemmType == GemmType::Normal or kNumGroups >= 1, "group count");
 
     // ---- Types and sizes ----------------------------------------------------------------
@@ -73,9 +74,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
     constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
     constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;      // fp8: 1 byte each
-    // With multicast each CTA of the pair loads one slice of the A tile for both.
-    constexpr uint32_t kASliceRows = BLOCK_M / kNumTMAMulticast;
-    static_assert(kASliceRows % 8 == 0, "A slices must be whole 1024-byte swizzle atoms");
+    // With multicast each CTA of the pair loads one slice of the shared tile for both.
+    constexpr uint32_t kASliceRows = kIsTMAMulticastOnA ? BLOCK_M / kNumTMAMulticast : BLOCK_M;
+    constexpr uint32_t kBSliceRows = kIsTMAMulticastOnA ? BLOCK_N : BLOCK_N / kNumTMAMulticast;
+    static_assert(kASliceRows % 8 == 0 and kBSliceRows % 8 == 0,
+                  "multicast slices must be whole 1024-byte swizzle atoms");
     constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_SCALES_A_SIZE_PER_STAGE = BLOCK_M * sizeof(float);
     constexpr uint32_t kStageBytes =
@@ -174,7 +177,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     };
 
     auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
-                               kNumTMAMulticast>(shape_m, grouped_layout);
+                               kNumTMAMulticast, kIsTMAMulticastOnA>(shape_m, grouped_layout);
     uint32_t m_block, n_block, group;
 
     if (threadIdx.x < 128) {
@@ -196,16 +199,23 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     MBarrier* full = full_barriers + s;
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    uint8_t* a_dst = smem_a + s * SMEM_A_SIZE_PER_STAGE;
-                    if constexpr (kNumTMAMulticast == 1) {
-                        tma_load_2d(&tma_a, full, a_dst, k, a_row);
-                    } else {
-                        const uint32_t slice = scheduler.rank * kASliceRows;
-                        tma_load_2d_multicast(&tma_a, full, a_dst + slice * BLOCK_K, k,
-                                              a_row + static_cast<int32_t>(slice),
-                                              (1u << kNumTMAMulticast) - 1);
-                    }
-                    tma_load_2d(&tma_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, b_row);
+                    // The shared operand: this CTA's slice, multicast to every CTA of the
+                    // cluster (the whole tile, locally, without multicast).
+                    auto load = [&](const TmaDescriptor* desc, uint8_t* dst, int32_t row,
+                                    bool shared, uint32_t slice_rows) {
+                        if (kNumTMAMulticast == 1 or not shared) {
+                            tma_load_2d(desc, full, dst, k, row);
+                        } else {
+                            const uint32_t slice = scheduler.rank * slice_rows;
+                            tma_load_2d_multicast(desc, full, dst + slice * BLOCK_K, k,
+                                                  row + static_cast<int32_t>(slice),
+                                                  (1u << kNumTMAMulticast) - 1);
+                        }
+                    };
+                    load(&tma_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, a_row, kIsTMAMulticastOnA,
+                         kASliceRows);
+                    load(&tma_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, b_row, not kIsTMAMulticastOnA,
+                         kBSliceRows);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,
                                 sa_row_base + static_cast<int32_t>(k_block));
                 };

@@ -3,22 +3,29 @@
 // round-robin (tile = blockIdx.x + i * gridDim.x); within a band of kNumNBlocksPerBand
 // n-blocks the order is n-fastest so that the CTAs of one wave share A and B tiles in L2.
 //
-// With a cluster of kNumMulticast CTAs sharing A (TMA multicast), the unit handed out is a
-// cluster tile: one m-block and kNumMulticast adjacent n-blocks, CTA rank r taking n-block
-// kNumMulticast * q + r. Both CTAs therefore walk identical sequences (same m-block, group and
-// skip decisions), which the shared pipeline needs; an n-block past N is computed but never
-// stored (its columns fail the N bound).
+// With a cluster of kNumMulticast CTAs sharing one operand (TMA multicast), the unit handed out
+// is a cluster tile. Sharing A: one m-block and kNumMulticast adjacent n-blocks, CTA rank r
+// taking n-block kNumMulticast * q + r (same m-block, group and skip decisions in both CTAs,
+// which the shared pipeline needs; an n-block past N is computed but never stored). Sharing B
+// (plain GEMM only): one n-block and kNumMulticast adjacent m-blocks, rank r taking m-block
+// kNumMulticast * q + r; an m-block past M reads zeros and is never stored.
 #include "sync_utils.cuh"
 
 namespace dgemm {
 
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N,
-          uint32_t kNumGroups, uint32_t kNumMulticast, uint32_t kNumNBlocksPerBand = 16>
+          uint32_t kNumGroups, uint32_t kNumMulticast, bool kMulticastOnA,
+          uint32_t kNumNBlocksPerBand = 16>
 struct Scheduler {
+    static_assert(kNumMulticast == 1 or kMulticastOnA or kGemmType == GemmType::Normal,
+                  "clusters sharing B need every m-block of a cluster in one group");
     static constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
-    // Columns of the scheduling grid: n-blocks, or clusters of kNumMulticast n-blocks.
-    static constexpr uint32_t kNumNUnits = ceil_div(kNumNBlocks, kNumMulticast);
-    static constexpr uint32_t kBandUnits = ceil_div(kNumNBlocksPerBand, kNumMulticast);
+    // Blocks per cluster tile along N and along M.
+    static constexpr uint32_t kUnitN = kMulticastOnA ? kNumMulticast : 1;
+    static constexpr uint32_t kUnitM = kMulticastOnA ? 1 : kNumMulticast;
+    // Columns of the scheduling grid: n-blocks, or clusters of kUnitN n-blocks.
+    static constexpr uint32_t kNumNUnits = ceil_div(kNumNBlocks, kUnitN);
+    static constexpr uint32_t kBandUnits = ceil_div(kNumNBlocksPerBand, kUnitN);
 
     // Normal and contiguous: the M of the whole problem. Masked: max_m (rows per group).
     uint32_t shape_m;
@@ -49,16 +56,16 @@ struct Scheduler {
         return ceil_div(masked_rows(group), BLOCK_M);
     }
 
-    // Rasterise a unit index inside an (num_m_blocks x kNumNUnits) grid.
-    __device__ __forceinline__ void tile_coords(uint32_t unit, uint32_t num_m_blocks,
+    // Rasterise a unit index inside an (num_m_units x kNumNUnits) grid.
+    __device__ __forceinline__ void tile_coords(uint32_t unit, uint32_t num_m_units,
                                                 uint32_t& m_block, uint32_t& n_block) const {
-        const uint32_t units_per_band = num_m_blocks * kBandUnits;
+        const uint32_t units_per_band = num_m_units * kBandUnits;
         const uint32_t band = unit / units_per_band;
         const uint32_t first_n = band * kBandUnits;
         const uint32_t n_in_band = min(kBandUnits, kNumNUnits - first_n);
         const uint32_t in_band = unit - band * units_per_band;
-        m_block = in_band / n_in_band;
-        n_block = (first_n + in_band % n_in_band) * kNumMulticast + rank;
+        m_block = (in_band / n_in_band) * kUnitM + (kUnitM > 1 ? rank : 0);
+        n_block = (first_n + in_band % n_in_band) * kUnitN + (kUnitN > 1 ? rank : 0);
     }
 
     // Next tile of this CTA: returns false when there is none. `group` is the B/scale group.
@@ -78,10 +85,10 @@ struct Scheduler {
                 group = group_idx;
                 return true;
             } else {
-                const uint32_t num_m_blocks = ceil_div(shape_m, BLOCK_M);
-                if (tile >= num_m_blocks * kNumNUnits)
+                const uint32_t num_m_units = ceil_div(ceil_div(shape_m, BLOCK_M), kUnitM);
+                if (tile >= num_m_units * kNumNUnits)
                     return false;
-                tile_coords(tile, num_m_blocks, m_block, n_block);
+                tile_coords(tile, num_m_units, m_block, n_block);
                 if constexpr (kGemmType == GemmType::GroupedContiguous) {
                     // Groups are padded to the M alignment, so a block that starts with a
                     // padding row (-1) holds no valid row: skip it without any work.

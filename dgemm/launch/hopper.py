@@ -36,19 +36,26 @@ def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle:
     return desc
 
 
+def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
+    """Rows of one TMA box: the whole tile, or, for the operand a cluster shares through
+    multicast, the 1/num_tma_multicast slice each CTA loads for all of them."""
+    return tile_rows // spec.num_tma_multicast if shared else tile_rows
+
+
 def _tma_a(a: torch.Tensor, spec: KernelSpec):
-    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes.
-    With multicast each CTA of a cluster loads a 1/num_tma_multicast slice of the tile."""
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
     rows = a.numel() // spec.k
-    return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
-                                 (BLOCK_K, spec.block_m // spec.num_tma_multicast), _SWIZZLE_128B)
+    box = _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
+                     _SWIZZLE_128B)
 
 
 def _tma_b(b: torch.Tensor, spec: KernelSpec):
     """B as a 2-D [groups * N, K] fp8 map."""
     rows = b.numel() // spec.k
-    return _tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,),
-                                 (BLOCK_K, spec.block_n), _SWIZZLE_128B)
+    box = _box_rows(spec, spec.block_n, not spec.multicast_on_a)
+    return _tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
+                     _SWIZZLE_128B)
 
 
 def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
@@ -88,12 +95,18 @@ def grid_size(spec: KernelSpec, m: int) -> int:
     cluster = spec.num_tma_multicast
     if spec.gemm_type == "grouped_masked":
         return spec.num_sms - spec.num_sms % cluster   # tile count depends on masked_m (device)
-    units = ceil_div(m, spec.block_m) * ceil_div(ceil_div(spec.n, spec.block_n), cluster)
+    # Mirror of the scheduler's cluster tiles (csrc/dgemm/scheduler.cuh).
+    unit_m, unit_n = (1, cluster) if spec.multicast_on_a else (cluster, 1)
+    units = ceil_div(ceil_div(m, spec.block_m), unit_m) * ceil_div(ceil_div(spec.n, spec.block_n),
+                                                                  unit_n)
     return max(1, min(spec.num_sms // cluster, units)) * cluster
 
 
-def launch(spec: KernelSpec, a, sa, b, sb, d, layout) -> None:
-    kernel = runtime.get_kernel(spec, a.device.index)
+def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
+    """`kernel`: an already loaded build of `spec` (benchmarks comparing kernel sources);
+    default: the cached one."""
+    if kernel is None:
+        kernel = runtime.get_kernel(spec, a.device.index)
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
     tma_a = _tma_a(a, spec)

@@ -172,10 +172,10 @@ def print_row(m: int, n: int, k: int, us: float, diff: float, flop_m: Optional[i
 
 # --- tile configs ---------------------------------------------------------------------------------
 @contextlib.contextmanager
-def forced_tile(block_m: int, block_n: int, multicast: int = 1):
+def forced_tile(block_m: int, block_n: int, multicast: int = 1, on_a: bool = True):
     """Within the block, every sm_90a GEMM call runs a (block_m x block_n) tile at the
-    heuristic's pipeline depth for it (clusters of `multicast` CTAs sharing A), whatever the
-    heuristic would pick."""
+    heuristic's pipeline depth for it (clusters of `multicast` CTAs sharing A, or B when
+    `on_a` is False), whatever the heuristic would pick."""
     select = dgemm.heuristics.select
 
     def forced(kind, m, n, k, num_groups=1, num_sms=132, arch="sm_90a"):
@@ -184,7 +184,8 @@ def forced_tile(block_m: int, block_n: int, multicast: int = 1):
             return spec
         stages = dgemm.heuristics.hopper_num_stages(block_m, block_n, k)
         return dataclasses.replace(spec, block_m=block_m, block_n=block_n, num_stages=stages,
-                                   num_tma_multicast=multicast, multicast_on_a=multicast > 1)
+                                   num_tma_multicast=multicast,
+                                   multicast_on_a=multicast > 1 and on_a)
 
     dgemm.heuristics.select = forced
     try:

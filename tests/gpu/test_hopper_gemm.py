@@ -195,3 +195,35 @@ def test_forced_tile_masked(block_m, block_n):
     with forced_tile(block_m, block_n):
         dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)
+
+
+# ---- 2-CTA clusters sharing one operand through TMA multicast, forced -------------------------
+# Odd m-block / n-block counts leave the second CTA of the last cluster a tile past M or N: it
+# computes on zeros and must store nothing.
+CLUSTER_TILES = [(128, 256, True), (128, 256, False), (192, 128, True), (192, 128, False),
+                 (128, 128, False), (64, 112, True)]
+
+
+@pytest.mark.parametrize("block_m,block_n,on_a", CLUSTER_TILES,
+                         ids=lambda v: {True: "A", False: "B"}.get(v, str(v)))
+@pytest.mark.parametrize("m,n,k", [(4097, 2112, 1024), (129, 1000, 128), (65, 100, 1152),
+                                   (1000, 4096, 7168)])
+def test_forced_cluster_dense(block_m, block_n, on_a, m, n, k):
+    case = random_dense(m, n, k)
+    d = poisoned(m, n)
+    with forced_tile(block_m, block_n, multicast=2, on_a=on_a):
+        dgemm.fp8_gemm_nt(case.a, case.b, d)
+    assert unwritten_count(d) == 0
+    diff = dgemm.calc_diff(d, case.ref)
+    assert diff < DIFF_BAR, f"{block_m}x{block_n} mc2 on {m}x{n}x{k}: calc_diff {diff:.2e}"
+
+
+@pytest.mark.parametrize("block_m,block_n", [(128, 256), (128, 128)], ids=lambda v: str(v))
+def test_forced_cluster_sharing_a_grouped(block_m, block_n):
+    with forced_tile(block_m, block_n, multicast=2):
+        check_contiguous([300, 0, 1, 256], 2112, 512)
+    case = random_masked([0, 1, 200, 256], 256, 1000, 384)
+    d = poisoned(4, 256, 1000)
+    with forced_tile(block_m, block_n, multicast=2):
+        dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
+    check_masked(case, d)

@@ -1,0 +1,176 @@
+"""A/B tile configs (and kernel sources) of the dense GEMM, cuBLAS-blk in the same rounds.
+
+    python bench/compare_tiles.py --shape 4096,4096,7168 --config 128x256x3 \
+        --config 128x256x3/mc2a --config 128x256x3/mc2b [--config 128x256x3@/path/csrc] \
+        [--rounds 5] [--clocks] [--json out.json]
+
+A config is BLOCK_MxBLOCK_N[xSTAGES] (default: the heuristic's depth for that tile), optionally /mc2a (2-CTA clusters sharing A through TMA
+multicast) or /mc2b (sharing B), and optionally @DIR: compile from the csrc tree DIR instead of
+the packaged one (DGEMM_CSRC_DIR), to compare kernel sources in one process. `heuristic` is the
+heuristic's pick. Every config and cuBLAS-blk is timed in each of `rounds` alternating rounds
+(20 L2-flushed calls each, ../shared/BENCH.md); the table gives the median TFLOPS per config and
+the median over rounds of (config / cuBLAS-blk of the same round), which cancels clock drift
+between rounds. --clocks also reads the SM clock and board power while each config runs
+back to back for ~0.5 s (the H200 is power-capped: the clock under load is part of the speed).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import statistics
+import sys
+import threading
+import time
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import dgemm  # noqa: E402
+from bench_gemm import cublas_blockwise, make_inputs  # noqa: E402
+from common import gpu_name, kernel_time_us  # noqa: E402
+from dgemm.heuristics import hopper_num_stages, select  # noqa: E402
+from dgemm.jit import cache, runtime  # noqa: E402
+from dgemm.launch import hopper  # noqa: E402
+from dgemm.utils import calc_diff  # noqa: E402
+
+
+def parse_config(text: str, base):
+    """`base` (the heuristic's spec) with the tile, stages and cluster of `text`; csrc dir."""
+    text, _, csrc = text.partition("@")
+    if text == "heuristic":
+        return base, csrc or None
+    tile, _, cluster = text.partition("/")
+    dims = [int(v) for v in tile.split("x")]
+    block_m, block_n = dims[:2]
+    stages = dims[2] if len(dims) > 2 else hopper_num_stages(block_m, block_n, base.k)
+    multicast, on_a = 1, False
+    if cluster:
+        if cluster not in ("mc1", "mc2a", "mc2b"):
+            raise SystemExit(f"compare_tiles: cluster must be mc1, mc2a or mc2b; got {cluster!r}")
+        multicast, on_a = (1, False) if cluster == "mc1" else (2, cluster == "mc2a")
+    return dataclasses.replace(base, block_m=block_m, block_n=block_n, num_stages=stages,
+                               num_tma_multicast=multicast, multicast_on_a=on_a), csrc or None
+
+
+def load(spec, csrc):
+    """Compile (or fetch) `spec` from the csrc tree `csrc` and load it, bypassing the
+    per-spec memo so that two sources of one spec can be compared."""
+    previous = os.environ.get("DGEMM_CSRC_DIR")
+    try:
+        if csrc:
+            os.environ["DGEMM_CSRC_DIR"] = csrc
+        else:
+            os.environ.pop("DGEMM_CSRC_DIR", None)
+        cache.clear_memory()
+        entry = cache.get_entry(spec)
+    finally:
+        if previous is None:
+            os.environ.pop("DGEMM_CSRC_DIR", None)
+        else:
+            os.environ["DGEMM_CSRC_DIR"] = previous
+    return runtime.load_cubin(entry.cubin, entry.symbol, num_threads=spec.num_threads,
+                              smem_bytes=spec.smem_bytes, cluster_dim=spec.num_tma_multicast)
+
+
+def clock_and_power(fn, seconds: float = 1.5):
+    """Mean SM clock (MHz) and board power (W) sampled every 20 ms while `fn` runs back to
+    back (no L2 flush) for `seconds`, the first third left out (clock settling)."""
+    try:
+        torch.cuda.clock_rate()
+    except Exception:                         # pynvml missing: keep the timing table
+        return float("nan"), float("nan")
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append((time.perf_counter(), torch.cuda.clock_rate(),
+                            torch.cuda.power_draw() / 1000))
+            time.sleep(0.02)
+
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    thread = threading.Thread(target=sample)
+    thread.start()
+    while time.perf_counter() - start < seconds:
+        for _ in range(8):
+            fn()
+        torch.cuda.synchronize()
+    stop.set()
+    thread.join()
+    kept = [(mhz, watts) for t, mhz, watts in samples if t - start > seconds / 3]
+    return (statistics.mean(v[0] for v in kept), statistics.mean(v[1] for v in kept))
+
+
+def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
+    x, w, a, b, ref = make_inputs(m, n, k)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+    fns, rows = {"cuBLAS-blk": cublas_blockwise(a, b, m)}, {}
+    for text in configs:
+        spec, csrc = parse_config(text, base)
+        kernel = load(spec, csrc)
+        fn = (lambda s=spec, kern=kernel:
+              hopper.launch(s, a[0], a[1], b[0], b[1], d, None, kernel=kern))
+        d.fill_(float("nan"))
+        fn()
+        rows[text] = {"diff": calc_diff(d, ref)}
+        fns[text] = fn
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(kernel_time_us(fn))
+    flops = 2 * m * n * k
+    out = {}
+    for name, times in samples.items():
+        row = rows.get(name, {"diff": float("nan")})
+        row["tflops"] = flops / statistics.median(times) / 1e6
+        row["ratio"] = statistics.median(c / t for c, t in zip(samples["cuBLAS-blk"], times))
+        row["ratio_range"] = (min(c / t for c, t in zip(samples["cuBLAS-blk"], times)),
+                              max(c / t for c, t in zip(samples["cuBLAS-blk"], times)))
+        if clocks:
+            row["mhz"], row["watts"] = clock_and_power(fns[name])
+        out[name] = row
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", action="append", required=True, help="M,N,K (repeatable)")
+    parser.add_argument("--config", action="append", required=True,
+                        help="BMxBN[xSTAGES][/mc2a|/mc2b][@CSRC_DIR] or 'heuristic' (repeatable)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clocks", action="store_true")
+    parser.add_argument("--json", type=pathlib.Path)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("compare_tiles: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    results = []
+    print(f"{gpu_name()}; {args.rounds} alternating rounds")
+    for shape in args.shape:
+        m, n, k = (int(v) for v in shape.split(","))
+        rows = compare(m, n, k, args.config, args.rounds, args.clocks)
+        results.append({"shape": [m, n, k], "rows": rows})
+        print(f"\n{m}x{n}x{k}")
+        for name, r in rows.items():
+            lo, hi = r["ratio_range"]
+            # FLOP per SM clock: the kernel's efficiency with the power cap's clock factored out.
+            extra = (f"  {r['mhz']:.0f} MHz {r['watts']:.0f} W "
+                     f"{r['tflops'] * 1e6 / r['mhz'] / dgemm.get_num_sms():.0f} FLOP/clk/SM"
+                     if args.clocks else "")
+            print(f"  {name:<40} {r['tflops']:7.0f} TFLOPS  x cuBLAS {r['ratio']:.3f} "
+                  f"[{lo:.3f}..{hi:.3f}]  diff {r['diff']:.1e}{extra}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"gpu": gpu_name(), "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
