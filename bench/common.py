@@ -43,16 +43,28 @@ def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
     return total / iters
 
 
-def interleaved_kernel_time_us(fns: dict, rounds: int = 3, iters: int = 20) -> dict:
-    """kernel_time_us of each function, measured in `rounds` alternating rounds; the median
-    round per function. The GPU's clock drifts with power and heat over a run (seen: the same
-    kernel 10..15% apart minutes later), so implementations measured back to back in one block
-    each would be compared at different clocks."""
+def interleaved_samples(fns: dict, rounds: int = 5, iters: int = 20) -> dict:
+    """kernel_time_us of each function in each of `rounds` alternating rounds: {name: [us per
+    round]}. The GPU's clock drifts with power and heat over a run (seen: the same kernel
+    10..15% apart minutes later), so implementations measured back to back in one block each
+    would be compared at different clocks."""
     samples = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             samples[name].append(kernel_time_us(fn, iters=iters))
-    return {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+    return samples
+
+
+def median(values) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def paired_speedup(samples: dict, name: str, baseline: str) -> float:
+    """Median over rounds of baseline time / `name` time, each pair measured in the same round
+    (seconds apart), so a round in which the GPU ran slow for both cancels out."""
+    return median(b / t for b, t in zip(samples[baseline], samples[name]))
 
 
 def per_call_us(fn, iters: int = 200) -> float:

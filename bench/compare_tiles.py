@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import dgemm  # noqa: E402
 from bench_gemm import cublas_blockwise, make_inputs  # noqa: E402
-from common import gpu_name, kernel_time_us  # noqa: E402
+from common import gpu_name, interleaved_samples, median, paired_speedup  # noqa: E402
 from dgemm.heuristics import hopper_num_stages, select  # noqa: E402
 from dgemm.jit import cache, runtime  # noqa: E402
 from dgemm.launch import hopper  # noqa: E402
@@ -121,16 +121,13 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
         fn()
         rows[text] = {"diff": calc_diff(d, ref)}
         fns[text] = fn
-    samples = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            samples[name].append(kernel_time_us(fn))
+    samples = interleaved_samples(fns, rounds)
     flops = 2 * m * n * k
     out = {}
     for name, times in samples.items():
         row = rows.get(name, {"diff": float("nan")})
-        row["tflops"] = flops / statistics.median(times) / 1e6
-        row["ratio"] = statistics.median(c / t for c, t in zip(samples["cuBLAS-blk"], times))
+        row["tflops"] = flops / median(times) / 1e6
+        row["ratio"] = paired_speedup(samples, name, "cuBLAS-blk")
         row["ratio_range"] = (min(c / t for c, t in zip(samples["cuBLAS-blk"], times)),
                               max(c / t for c, t in zip(samples["cuBLAS-blk"], times)))
         if clocks:

@@ -149,14 +149,16 @@ def _hopper_block_ns(block_m: int) -> tuple:
 
 def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
-    the H200 sweeps of kernel v9/v10 (bench/NOTES.md; `python bench/bench_gemm.py --sweep`).
+    the H200 sweeps of kernel v9/v10 and v12..v16 (bench/NOTES.md; `python bench/bench_gemm.py
+    --sweep`, `python bench/compare_tiles.py`).
 
     NOTES: per K block (~1.75 GHz), 128-row tiles took ~247 + 3.9 * block_n clk up to 128
     columns (64 -> 489, 128 -> 745 measured; never below ~420 however narrow) and ~6..7.5 clk
     per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
     128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
     ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
-    the wider they are (first loads from HBM). Multicast cost ~5% on most shapes."""
+    the wider they are (first loads from HBM)."""
+    k_blocks = ceil_div(k, BLOCK_K)
     if block_m == 64:
         k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
@@ -164,8 +166,12 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     else:
         if block_n == 256:
             # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Per tile
-            # fitted to v12 (bench/NOTES.md): 3 stages of 48 KB refill slowly on short K.
-            k_block, per_tile = 1385, 3000
+            # fitted to v12..v16 (bench/NOTES.md v17): ~1450 clk when the K blocks fill whole
+            # rounds of the 3-stage ring (K = 1536), ~2800..3000 when the last round is partial
+            # (short K pays most: 4096x32768x512 ran 0.9x the rate of 192x128 tiles).
+            stages = hopper_num_stages(block_m, block_n, k)
+            k_block = 1385
+            per_tile = 1450 if stages and k_blocks % stages == 0 else 3000
         else:
             k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
             if 96 < block_n < 128:
@@ -173,7 +179,24 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
                 k_block *= 1.12
             per_tile = 1200
-    return ceil_div(k, BLOCK_K) * k_block * (1.05 if multicast > 1 else 1.0) + per_tile
+    if multicast > 1:
+        # 2-CTA clusters sharing one operand: fewer L2 bytes and watts per K block (the H200
+        # runs these shapes at its power cap, so the clock rises), but the pair waits on each
+        # other at tile boundaries. NOTES: fitted to v16 (bench/NOTES.md): 128x256 sharing B
+        # +0.5..3% at K >= 7168, -1% at K = 2048, -3% at K = 512.
+        k_block, per_tile = k_block * 0.982, per_tile + 900
+    return k_blocks * k_block + per_tile
+
+
+def _shares_a(block_m: int, block_n: int) -> bool:
+    """A cluster multicasts the operand with more rows per tile (A on ties). NOTES: 128x256
+    sharing B beat sharing A; 192x128 sharing A beat sharing B by 3..7% (v16)."""
+    return block_m >= block_n
+
+
+def _cluster_unit(block_m: int, block_n: int, multicast: int) -> tuple:
+    """(m-blocks, n-blocks) of one cluster tile (csrc/dgemm/scheduler.cuh)."""
+    return (1, multicast) if _shares_a(block_m, block_n) else (multicast, 1)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -189,30 +212,44 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     def score(config):
         block_m, block_n, multicast = config
         groups = num_groups if gemm_type == "grouped_masked" else 1
-        n_tiles = ceil_div(ceil_div(n, block_n), multicast) * multicast
-        waves = [ceil_div(ceil_div(rows, block_m) * groups * n_tiles, num_sms)
-                 for rows in row_counts]
-        tiles = ceil_div(m, block_m) * groups * n_tiles
+        # A cluster covers `multicast` n-blocks (sharing A) or m-blocks (sharing B).
+        unit_m, unit_n = _cluster_unit(block_m, block_n, multicast)
+        n_tiles = ceil_div(ceil_div(n, block_n), unit_n) * unit_n
+
+        def m_tiles(rows):
+            return ceil_div(ceil_div(rows, block_m), unit_m) * unit_m
+
+        waves = [ceil_div(m_tiles(rows) * groups * n_tiles, num_sms) for rows in row_counts]
+        tiles = m_tiles(m) * groups * n_tiles
         last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         return (sum(waves) / len(waves) * _hopper_tile_cycles(block_m, block_n, k, multicast),
                 -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
-    # Clusters of 2 CTAs can share each A tile through TMA multicast (same m-block, adjacent
-    # n-blocks); measured 3..9% slower than independent CTAs on most benchmark shapes and at
-    # best +2.5% on two (bench/NOTES.md v3, v6, v8), so the heuristic leaves it off.
-    multicasts = (1,)
+    # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
+    # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
+    # only on long K (cost model above) and only with at least two waves of clusters (DeepGEMM's
+    # rule too). Grouped layouts keep single CTAs (no gain measured, bench/NOTES.md v12).
+    multicasts = (1, 2) if gemm_type == "normal" else (1,)
     # 192-row tiles would straddle the contiguous layout's 128-row group padding.
     block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
         (64, 128, 192) if m > 128 else (64, 128))
     # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
     # sweep); only the clearly wider 160 and 192 pay for their extra width there.
+    def clusters_fill_two_waves(block_m, block_n, multicast):
+        unit_m, unit_n = _cluster_unit(block_m, block_n, multicast)
+        return multicast == 1 or (ceil_div(ceil_div(m, block_m), unit_m) *
+                                  ceil_div(ceil_div(n, block_n), unit_n) * multicast
+                                  >= 2 * num_sms)
+
     block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
                                        for bn in _hopper_block_ns(bm)
                                        if bm == 64 or bn <= 128 or bn >= 160
-                                       for mc in multicasts),
+                                       for mc in multicasts
+                                       if clusters_fill_two_waves(bm, bn, mc)),
                                       key=score)
+    multicast_on_a = multicast > 1 and _shares_a(block_m, block_n)
 
     num_stages = hopper_num_stages(block_m, block_n, k)
     if num_stages == 0:
@@ -221,8 +258,8 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
 
     return KernelSpec(kernel="fp8_gemm", gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
                       block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=num_stages,
-                      num_tma_multicast=multicast, multicast_on_a=multicast > 1, num_sms=num_sms,
-                      arch="sm_90a")
+                      num_tma_multicast=multicast, multicast_on_a=multicast_on_a,
+                      num_sms=num_sms, arch="sm_90a")
 
 
 # ------------------------------------------------------------------------------------------

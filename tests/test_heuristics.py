@@ -100,6 +100,28 @@ def test_256_column_tiles_are_offered_to_128_row_tiles_only_and_fit_three_stages
     assert heuristics.hopper_num_stages(128, 256, 16384) == 3
 
 
+def test_clusters_share_the_larger_operand_of_the_tile_and_only_in_plain_gemms():
+    for spec in HOPPER_SPECS:
+        if spec.num_tma_multicast > 1:
+            assert spec.gemm_type == "normal"
+            assert spec.num_tma_multicast == 2
+            assert spec.multicast_on_a == (spec.block_m >= spec.block_n)
+        else:
+            assert not spec.multicast_on_a
+
+
+def test_long_k_large_shapes_use_clusters_and_short_k_or_one_wave_shapes_do_not():
+    # NOTES (bench/NOTES.md v16): sharing B on 128x256 tiles paid at K >= 7168 only.
+    long_k = select("fp8_gemm_nt", 4096, 7168, 16384)
+    assert (long_k.block_m, long_k.block_n, long_k.num_tma_multicast,
+            long_k.multicast_on_a) == (128, 256, 2, False)
+    assert select("fp8_gemm_nt", 4096, 7168, 2048).num_tma_multicast == 1
+    assert select("fp8_gemm_nt", 4096, 32768, 512).num_tma_multicast == 1
+    # One wave of tiles: a cluster only couples CTAs that have nothing else to wait for.
+    assert all(select("fp8_gemm_nt", m, n, k).num_tma_multicast == 1
+               for m in (64, 128) for n, k in DENSE_NK)
+
+
 def test_masked_pick_does_not_hinge_on_expected_m_exactly():
     # expected_m is a hint; the pick is scored over 0.75..1.25 x of it, so nearby hints agree.
     picks = {select("m_grouped_fp8_gemm_nt_masked", m, 4096, 7168, num_groups=1).block_n
