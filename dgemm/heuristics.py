@@ -162,16 +162,13 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     if block_m == 64:
         k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
-        k_block, per_tile = 550 + 3.65 * block_n, 1800
+        k_block, per_tile = 550 + 3.65 * block_n, 800
     else:
         if block_n == 256:
-            # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Per tile
-            # fitted to v12..v16 (bench/NOTES.md v17): ~1450 clk when the K blocks fill whole
-            # rounds of the 3-stage ring (K = 1536), ~2800..3000 when the last round is partial
-            # (short K pays most: 4096x32768x512 ran 0.9x the rate of 192x128 tiles).
-            stages = hopper_num_stages(block_m, block_n, k)
-            k_block = 1385
-            per_tile = 1450 if stages and k_blocks % stages == 0 else 3000
+            # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Fitted to
+            # kernel v18 over K = 512..7168 (bench/NOTES.md v18): 4096x32768x512 still runs
+            # 0.92x the rate of 192x128 tiles there (per-tile cost of the 64 KB epilogue).
+            k_block, per_tile = 1340, 1840
         else:
             k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
             if 96 < block_n < 128:

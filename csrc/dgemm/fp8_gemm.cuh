@@ -95,14 +95,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr bool kSplitK = BLOCK_M == 64;
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
 
-    // ---- Pipeline rounds ----------------------------------------------------------------
-    // Every tile walks the ring from stage 0 in whole rounds of kNumStages slots; slots past
-    // the last K block are empty (the producer arrives without loading, the consumer releases
-    // without computing). Unrolling a round makes every stage's barrier, descriptor and scale
-    // address a compile-time offset. NOTES: with the stage computed at run time, ~90 integer
-    // instructions per K block sat on each warpgroup's issue chain (ncu, bench/NOTES.md v9).
-    constexpr uint32_t kNumFullRounds = kNumKBlocks / kNumStages;
-    constexpr uint32_t kNumTailStages = kNumKBlocks % kNumStages;
+    // ---- Pipeline ring --------------------------------------------------------------------
+    // The K blocks of consecutive tiles run through the ring of kNumStages stages without a
+    // break, so the producer loads the next tile's first K blocks while the math warpgroups
+    // finish this one. NOTES: restarting every tile at stage 0 (slots past its last K block left
+    // empty) drained the pipeline at each tile boundary whenever K blocks % stages != 0
+    // (~2000 clk per tile on 128x256 tiles, bench/NOTES.md v18).
+    // The math warpgroups walk the ring in laps of kNumStages slots, each lap unrolled so that
+    // every stage's barrier, descriptor and scale address is a compile-time offset. NOTES: with
+    // the stage computed at run time, ~90 integer instructions per K block sat on each
+    // warpgroup's issue chain (ncu, bench/NOTES.md v9). A tile that does not start at stage 0
+    // enters its first lap part-way and leaves its last lap early (guarded copies of the lap).
+    constexpr bool kRingRotates = kNumKBlocks % kNumStages != 0;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
 
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
@@ -184,7 +188,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // ==== TMA producer warpgroup =====================================================
         warpgroup_reg_dealloc<kNumTMARegisters>();
         if (warp_idx == 0 and lane_idx == 0) {
-            uint32_t phase = 0;          // flips after every round of kNumStages slots
+            uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
             while (scheduler.next(m_block, n_block, group)) {
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
@@ -221,22 +225,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 };
                 // Not unrolled: the producer runs ahead of the math warpgroups, and with its 40
                 // registers per-stage addresses would spill.
-                for (uint32_t round = 0; round < kNumFullRounds; ++round, phase ^= 1) {
-                    #pragma unroll 1
-                    for (uint32_t s = 0; s < kNumStages; ++s)
-                        produce(s, round * kNumStages + s);
-                }
-                if constexpr (kNumTailStages > 0) {
-                    #pragma unroll 1
-                    for (uint32_t s = 0; s < kNumStages; ++s) {
-                        if (s < kNumTailStages) {
-                            produce(s, kNumFullRounds * kNumStages + s);
-                        } else {                        // empty slot: nothing to load
-                            empty_barriers[s].wait(phase ^ 1);
-                            full_barriers[s].arrive();
-                        }
-                    }
-                    phase ^= 1;
+                #pragma unroll 1
+                for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
+                    produce(stage, k_block);
+                    if (++stage == kNumStages)
+                        stage = 0, phase ^= 1;
                 }
             }
         } else if (warp_idx == 1) {
@@ -275,6 +268,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
 
         float accum[kNumAccum], final_accum[kNumFinalAccum];
         uint32_t phase = 0, tile_count = 0;
+        uint32_t first_stage = 0;          // stage of the current tile's first K block
 
         while (scheduler.next(m_block, n_block, group)) {
             const uint32_t n_start = n_block * BLOCK_N;
@@ -369,28 +363,41 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 if (lane_idx < kNumTMAMulticast)
                     release_stage(empty_barriers + s, lane_idx);
             };
-            // The tile's K blocks in whole rounds of the ring (`slot` per used slot).
+            // The tile's K blocks through the ring: a guarded partial first lap from
+            // first_stage, unguarded full laps, a guarded partial last lap.
             auto walk = [&](auto&& slot) {
-                for (uint32_t round = 0; round < kNumFullRounds; ++round, phase ^= 1) {
+                uint32_t head = 0;         // K blocks in the partial first lap
+                if constexpr (kRingRotates) {
+                    if (first_stage != 0) {
+                        const uint32_t sa_addr = opaque(scales_a_addr);
+                        #pragma unroll
+                        for (uint32_t s = 1; s < kNumStages; ++s) {
+                            const uint32_t k_block = s - first_stage;
+                            if (s >= first_stage and k_block < kNumKBlocks and owns(k_block))
+                                slot(s, k_block, sa_addr);
+                        }
+                        if (first_stage + kNumKBlocks >= kNumStages)
+                            phase ^= 1;
+                        head = min(kNumKBlocks, kNumStages - first_stage);
+                    }
+                }
+                const uint32_t num_laps = (kNumKBlocks - head) / kNumStages;
+                for (uint32_t lap = 0; lap < num_laps; ++lap, phase ^= 1) {
                     const uint32_t sa_addr = opaque(scales_a_addr);
+                    const uint32_t k0 = head + lap * kNumStages;
                     #pragma unroll
                     for (uint32_t s = 0; s < kNumStages; ++s)
-                        if (owns(round * kNumStages + s))
-                            slot(s, round * kNumStages + s, sa_addr);
+                        if (owns(k0 + s))
+                            slot(s, k0 + s, sa_addr);
                 }
-                if constexpr (kNumTailStages > 0) {
+                if constexpr (kRingRotates) {
+                    const uint32_t k0 = head + num_laps * kNumStages;
                     const uint32_t sa_addr = opaque(scales_a_addr);
                     #pragma unroll
-                    for (uint32_t s = 0; s < kNumStages; ++s) {
-                        const uint32_t k_block = kNumFullRounds * kNumStages + s;
-                        if (not owns(k_block))
-                            continue;
-                        if (s < kNumTailStages)
-                            slot(s, k_block, sa_addr);
-                        else                            // empty slot
-                            pass(s, k_block, sa_addr);
-                    }
-                    phase ^= 1;
+                    for (uint32_t s = 0; s + 1 < kNumStages; ++s)
+                        if (k0 + s < kNumKBlocks and owns(k0 + s))
+                            slot(s, k0 + s, sa_addr);
+                    first_stage = (first_stage + kNumKBlocks) % kNumStages;
                 }
             };
             // Two copies of the loop keep the branch out of the per-K-block issue chain.
