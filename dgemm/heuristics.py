@@ -147,7 +147,8 @@ def _hopper_block_ns(block_m: int) -> tuple:
     return narrow + (256,) if block_m == 128 else narrow
 
 
-def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) -> float:
+def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
+                        full_wave: bool = True) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
     the H200 sweeps of kernel v9/v10 and v12..v16 (bench/NOTES.md; `python bench/bench_gemm.py
     --sweep`, `python bench/compare_tiles.py`).
@@ -157,18 +158,19 @@ def _hopper_tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1) 
     per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
     128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
     ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
-    the wider they are (first loads from HBM)."""
+    the wider they are (first loads from HBM). `full_wave`: the problem has at least one tile
+    per SM (steady state); fewer tiles pay their first loads and epilogue unhidden."""
     k_blocks = ceil_div(k, BLOCK_K)
     if block_m == 64:
         k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
-        k_block, per_tile = 550 + 3.65 * block_n, 800
+        k_block, per_tile = 550 + 3.65 * block_n, 1800
     else:
         if block_n == 256:
             # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Fitted to
-            # kernel v18 over K = 512..7168 (bench/NOTES.md v18): 4096x32768x512 still runs
-            # 0.92x the rate of 192x128 tiles there (per-tile cost of the 64 KB epilogue).
-            k_block, per_tile = 1340, 1840
+            # kernel v18 at K = 1536..7168 with several waves (bench/NOTES.md v18); less than
+            # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
+            k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
         else:
             k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
             if 96 < block_n < 128:
@@ -221,7 +223,8 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
-        return (sum(waves) / len(waves) * _hopper_tile_cycles(block_m, block_n, k, multicast),
+        cycles = _hopper_tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
+        return (sum(waves) / len(waves) * cycles,
                 -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
@@ -240,9 +243,14 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                                   ceil_div(ceil_div(n, block_n), unit_n) * multicast
                                   >= 2 * num_sms)
 
+    # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
+    # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
+    # the 64 KB epilogue of each tile is not amortised.
+    wide_ok = ceil_div(k, BLOCK_K) >= 8
     block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
                                        for bn in _hopper_block_ns(bm)
-                                       if bm == 64 or bn <= 128 or bn >= 160
+                                       if bm == 64 or bn <= 128 or (bn >= 160 and
+                                                                    (bn < 256 or wide_ok))
                                        for mc in multicasts
                                        if clusters_fill_two_waves(bm, bn, mc)),
                                       key=score)
