@@ -363,40 +363,44 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 if (lane_idx < kNumTMAMulticast)
                     release_stage(empty_barriers + s, lane_idx);
             };
-            // The tile's K blocks through the ring: a guarded partial first lap from
-            // first_stage, unguarded full laps, a guarded partial last lap.
-            auto walk = [&](auto&& slot) {
-                uint32_t head = 0;         // K blocks in the partial first lap
-                if constexpr (kRingRotates) {
-                    if (first_stage != 0) {
-                        const uint32_t sa_addr = opaque(scales_a_addr);
-                        #pragma unroll
-                        for (uint32_t s = 1; s < kNumStages; ++s) {
-                            const uint32_t k_block = s - first_stage;
-                            if (s >= first_stage and k_block < kNumKBlocks and owns(k_block))
-                                slot(s, k_block, sa_addr);
-                        }
-                        if (first_stage + kNumKBlocks >= kNumStages)
-                            phase ^= 1;
-                        head = min(kNumKBlocks, kNumStages - first_stage);
-                    }
-                }
-                const uint32_t num_laps = (kNumKBlocks - head) / kNumStages;
+            // The tile's K blocks through the ring (`slot(stage, k_block, sa_addr)` each).
+            // Whole laps run unguarded, unrolled (constant addresses, no branch on the issue
+            // chain); a tile that does not start at stage 0 also has a partial first lap and
+            // a partial last lap, which share one guarded copy of the lap (compile time).
+            auto full_laps = [&](auto&& slot, uint32_t k0, uint32_t num_laps) {
                 for (uint32_t lap = 0; lap < num_laps; ++lap, phase ^= 1) {
                     const uint32_t sa_addr = opaque(scales_a_addr);
-                    const uint32_t k0 = head + lap * kNumStages;
                     #pragma unroll
                     for (uint32_t s = 0; s < kNumStages; ++s)
-                        if (owns(k0 + s))
-                            slot(s, k0 + s, sa_addr);
+                        if (owns(k0 + lap * kNumStages + s))
+                            slot(s, k0 + lap * kNumStages + s, sa_addr);
                 }
-                if constexpr (kRingRotates) {
-                    const uint32_t k0 = head + num_laps * kNumStages;
-                    const uint32_t sa_addr = opaque(scales_a_addr);
-                    #pragma unroll
-                    for (uint32_t s = 0; s + 1 < kNumStages; ++s)
-                        if (k0 + s < kNumKBlocks and owns(k0 + s))
-                            slot(s, k0 + s, sa_addr);
+            };
+            auto walk = [&](auto&& slot) {
+                if constexpr (not kRingRotates) {
+                    full_laps(slot, 0, kNumKBlocks / kNumStages);
+                } else {
+                    // Slots [lo, hi) of a lap hold K blocks k0 + stage: first the tail of the
+                    // lap the previous tile ended in, last the start of the next tile's lap.
+                    const uint32_t head = first_stage == 0 ? 0 :
+                                          min(kNumKBlocks, kNumStages - first_stage);
+                    const uint32_t num_laps = (kNumKBlocks - head) / kNumStages;
+                    uint32_t lo = first_stage, hi = first_stage + head, k0 = 0u - first_stage;
+                    #pragma unroll 1
+                    for (uint32_t part = 0; part < 2; ++part) {
+                        const uint32_t sa_addr = opaque(scales_a_addr);
+                        #pragma unroll
+                        for (uint32_t s = 0; s < kNumStages; ++s)
+                            if (s >= lo and s < hi and owns(k0 + s))
+                                slot(s, k0 + s, sa_addr);
+                        if (hi == kNumStages)
+                            phase ^= 1;
+                        if (part == 1)
+                            break;
+                        full_laps(slot, head, num_laps);
+                        k0 = head + num_laps * kNumStages;
+                        lo = 0, hi = kNumKBlocks - k0;
+                    }
                     first_stage = (first_stage + kNumKBlocks) % kNumStages;
                 }
             };
