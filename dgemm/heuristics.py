@@ -43,7 +43,8 @@ class KernelSpec:
     block_k: int
     num_stages: int
     num_tma_multicast: int     # CTAs per cluster sharing one TMA load (1 = no multicast)
-    multicast_on_a: bool       # True: the cluster shares A tiles (same m, different n)
+    multicast_on_a: bool       # with multicast: True shares A tiles (same m-block, adjacent
+                               # n-blocks), False shares B (same n-block; plain GEMM only)
     num_sms: int               # persistent grid size (0 for the non-persistent portable kernel)
     arch: str                  # "sm_90a", "sm_80", ...
 

@@ -3,9 +3,11 @@
 // (e4m3, 128x128 scales), plus the grouped contiguous / masked MoE variants.
 //
 // Persistent, warp-specialised: warpgroup 0 is the TMA producer filling a kNumStages ring of
-// shared-memory stages (full/empty mbarriers per stage); the math warpgroups (one per 64 rows
-// of the tile) run FP8 WGMMA on each 128-wide K block into a temporary FP32 accumulator and
-// promote it into the final accumulator with the A and B scales of that block. The epilogue
+// shared-memory stages (full/empty mbarriers per stage) that runs on from tile to tile; in
+// 2-CTA clusters each producer loads half of the shared operand (A, or B for the plain GEMM)
+// and multicasts it to both CTAs. The math warpgroups (one per 64 rows of the tile) run FP8
+// WGMMA on each 128-wide K block into a temporary FP32 accumulator and promote it into the
+// final accumulator with the A and B scales of that block. The epilogue
 // stages the bf16 tile in shared memory and writes it with TMA stores (plain GEMM, tiles of
 // 64-column multiples) or with coalesced 16-byte stores that skip rows that must not be
 // written (M tail, padding rows, masked rows).
