@@ -98,7 +98,7 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
 
 def sweep_specs(spec, m, block_ns=None, multicasts=(1,)):
     """Legal (block_m, block_n, multicast) variants of `spec` for an M-row problem."""
-    from dgemm.heuristics import _hopper_block_ns, hopper_num_stages
+    from dgemm.heuristics import _hopper_block_ns, _shares_a, hopper_num_stages
 
     candidates = []
     for block_m in (64, 128) if m <= 128 else (128, 192):
@@ -111,7 +111,8 @@ def sweep_specs(spec, m, block_ns=None, multicasts=(1,)):
             for multicast in multicasts:
                 candidates.append(dataclasses.replace(
                     spec, block_m=block_m, block_n=block_n, num_stages=stages,
-                    num_tma_multicast=multicast, multicast_on_a=multicast > 1))
+                    num_tma_multicast=multicast,
+                    multicast_on_a=multicast > 1 and _shares_a(block_m, block_n)))
     return candidates
 
 
