@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import dgemm  # noqa: E402
 from common import (geomean, gpu_name, interleaved_samples, kernel_time_us,  # noqa: E402
-                    median, paired_speedup, per_call_us)
+                    median, paired_ratios, per_call_us)
 from dgemm.utils import calc_diff  # noqa: E402
 
 SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
@@ -82,9 +82,8 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
     # dgemm / cuBLAS-blk: the median of the ratios of the rounds (each pair timed seconds
     # apart), with the lowest and highest round.
     if "cublas" in samples:
-        rounds = [c / t for c, t in zip(samples["cublas"], samples["dgemm"])]
-        row["ratio"] = paired_speedup(samples, "dgemm", "cublas")
-        row["ratio_min"], row["ratio_max"] = min(rounds), max(rounds)
+        rounds = paired_ratios(samples, "dgemm", "cublas")
+        row["ratio"], row["ratio_min"], row["ratio_max"] = median(rounds), min(rounds), max(rounds)
     else:
         row["ratio"] = row["ratio_min"] = row["ratio_max"] = float("nan")
     spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())

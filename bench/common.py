@@ -61,10 +61,10 @@ def median(values) -> float:
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
-def paired_speedup(samples: dict, name: str, baseline: str) -> float:
-    """Median over rounds of baseline time / `name` time, each pair measured in the same round
-    (seconds apart), so a round in which the GPU ran slow for both cancels out."""
-    return median(b / t for b, t in zip(samples[baseline], samples[name]))
+def paired_ratios(samples: dict, name: str, baseline: str) -> list:
+    """Baseline time / `name` time of each round, each pair measured seconds apart, so a round
+    in which the GPU ran slow for both cancels out; report their median (and range)."""
+    return [b / t for b, t in zip(samples[baseline], samples[name])]
 
 
 def per_call_us(fn, iters: int = 200) -> float:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import dgemm  # noqa: E402
 from bench_gemm import cublas_blockwise, make_inputs  # noqa: E402
-from common import gpu_name, interleaved_samples, median, paired_speedup  # noqa: E402
+from common import gpu_name, interleaved_samples, median, paired_ratios  # noqa: E402
 from dgemm.heuristics import hopper_num_stages, select  # noqa: E402
 from dgemm.jit import cache, runtime  # noqa: E402
 from dgemm.launch import hopper  # noqa: E402
@@ -126,10 +126,9 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
     out = {}
     for name, times in samples.items():
         row = rows.get(name, {"diff": float("nan")})
+        rounds = paired_ratios(samples, name, "cuBLAS-blk")
         row["tflops"] = flops / median(times) / 1e6
-        row["ratio"] = paired_speedup(samples, name, "cuBLAS-blk")
-        row["ratio_range"] = (min(c / t for c, t in zip(samples["cuBLAS-blk"], times)),
-                              max(c / t for c, t in zip(samples["cuBLAS-blk"], times)))
+        row["ratio"], row["ratio_range"] = median(rounds), (min(rounds), max(rounds))
         if clocks:
             row["mhz"], row["watts"] = clock_and_power(fns[name])
         out[name] = row

@@ -87,6 +87,11 @@ class KernelSpec:
         return "dgemm::fp8_gemm_portable_kernel<" + ", ".join(str(a) for a in args) + ">"
 
     @property
+    def cluster_unit(self) -> tuple:
+        """(m-blocks, n-blocks) of one cluster tile (csrc/dgemm/scheduler.cuh)."""
+        return cluster_unit(self.num_tma_multicast, self.multicast_on_a)
+
+    @property
     def smem_bytes(self) -> int:
         if self.kernel == "fp8_gemm":
             return hopper_smem_bytes(self.block_m, self.block_n, self.k, self.num_stages)
@@ -194,9 +199,10 @@ def _shares_a(block_m: int, block_n: int) -> bool:
     return block_m >= block_n
 
 
-def _cluster_unit(block_m: int, block_n: int, multicast: int) -> tuple:
-    """(m-blocks, n-blocks) of one cluster tile (csrc/dgemm/scheduler.cuh)."""
-    return (1, multicast) if _shares_a(block_m, block_n) else (multicast, 1)
+def cluster_unit(multicast: int, on_a: bool) -> tuple:
+    """(m-blocks, n-blocks) of one cluster tile: `multicast` n-blocks sharing A, or m-blocks
+    sharing B (csrc/dgemm/scheduler.cuh)."""
+    return (1, multicast) if on_a or multicast == 1 else (multicast, 1)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -209,18 +215,19 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
     row_counts = (max(1, m * 3 // 4), m, m * 5 // 4) if gemm_type == "grouped_masked" else (m,)
 
+    groups = num_groups if gemm_type == "grouped_masked" else 1
+
+    def num_tiles(block_m, block_n, multicast, rows):
+        # Whole cluster tiles: `multicast` n-blocks (sharing A) or m-blocks (sharing B).
+        unit_m, unit_n = cluster_unit(multicast, _shares_a(block_m, block_n))
+        return (ceil_div(ceil_div(rows, block_m), unit_m) * unit_m * groups *
+                ceil_div(ceil_div(n, block_n), unit_n) * unit_n)
+
     def score(config):
         block_m, block_n, multicast = config
-        groups = num_groups if gemm_type == "grouped_masked" else 1
-        # A cluster covers `multicast` n-blocks (sharing A) or m-blocks (sharing B).
-        unit_m, unit_n = _cluster_unit(block_m, block_n, multicast)
-        n_tiles = ceil_div(ceil_div(n, block_n), unit_n) * unit_n
-
-        def m_tiles(rows):
-            return ceil_div(ceil_div(rows, block_m), unit_m) * unit_m
-
-        waves = [ceil_div(m_tiles(rows) * groups * n_tiles, num_sms) for rows in row_counts]
-        tiles = m_tiles(m) * groups * n_tiles
+        waves = [ceil_div(num_tiles(block_m, block_n, multicast, rows), num_sms)
+                 for rows in row_counts]
+        tiles = num_tiles(block_m, block_n, multicast, m)
         last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
@@ -239,10 +246,7 @@ def _select_hopper(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
     # sweep); only the clearly wider 160 and 192 pay for their extra width there.
     def clusters_fill_two_waves(block_m, block_n, multicast):
-        unit_m, unit_n = _cluster_unit(block_m, block_n, multicast)
-        return multicast == 1 or (ceil_div(ceil_div(m, block_m), unit_m) *
-                                  ceil_div(ceil_div(n, block_n), unit_n) * multicast
-                                  >= 2 * num_sms)
+        return multicast == 1 or num_tiles(block_m, block_n, multicast, m) >= 2 * num_sms
 
     # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks

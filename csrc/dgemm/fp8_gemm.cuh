@@ -102,12 +102,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // break, so the producer loads the next tile's first K blocks while the math warpgroups
     // finish this one. NOTES: restarting every tile at stage 0 (slots past its last K block left
     // empty) drained the pipeline at each tile boundary whenever K blocks % stages != 0
-    // (~2000 clk per tile on 128x256 tiles, bench/NOTES.md v18).
+    // (~500 clk per tile on 128x256 tiles, bench/NOTES.md v18b).
     // The math warpgroups walk the ring in laps of kNumStages slots, each lap unrolled so that
     // every stage's barrier, descriptor and scale address is a compile-time offset. NOTES: with
     // the stage computed at run time, ~90 integer instructions per K block sat on each
     // warpgroup's issue chain (ncu, bench/NOTES.md v9). A tile that does not start at stage 0
-    // enters its first lap part-way and leaves its last lap early (guarded copies of the lap).
+    // enters its first lap part-way and leaves its last lap early (one guarded copy of the lap).
     constexpr bool kRingRotates = kNumKBlocks % kNumStages != 0;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
 

@@ -95,10 +95,9 @@ def grid_size(spec: KernelSpec, m: int) -> int:
     cluster = spec.num_tma_multicast
     if spec.gemm_type == "grouped_masked":
         return spec.num_sms - spec.num_sms % cluster   # tile count depends on masked_m (device)
-    # Mirror of the scheduler's cluster tiles (csrc/dgemm/scheduler.cuh).
-    unit_m, unit_n = (1, cluster) if spec.multicast_on_a else (cluster, 1)
-    units = ceil_div(ceil_div(m, spec.block_m), unit_m) * ceil_div(ceil_div(spec.n, spec.block_n),
-                                                                  unit_n)
+    unit_m, unit_n = spec.cluster_unit
+    units = (ceil_div(ceil_div(m, spec.block_m), unit_m) *
+             ceil_div(ceil_div(spec.n, spec.block_n), unit_n))
     return max(1, min(spec.num_sms // cluster, units)) * cluster
 
 
