@@ -160,6 +160,15 @@ def csrc_dir_override() -> Optional[Path]:
     return None if value is None else Path(value).expanduser()
 
 
+def build_fingerprint() -> tuple:
+    """The raw settings that decide which cubin a spec maps to (compiler, its executable, the
+    csrc tree, debug info): cheap enough for the launch path, which keys loaded kernels on it so
+    that a kernel loaded under one DGEMM_JIT_COMPILER is not served after it changes."""
+    get = os.environ.get
+    return (get("DGEMM_JIT_COMPILER"), get("DGEMM_NVCC"), get("DGEMM_CSRC_DIR"),
+            get("DGEMM_JIT_DEBUG"), get("CUDA_HOME"), get("CUDA_PATH"))
+
+
 # --- test hooks ---------------------------------------------------------------------------------
 def pause_for_tests(stage: str) -> None:
     """Test hook: with DGEMM_TEST_PAUSE="<stage>:<seconds>" the named stage ("compile" while
