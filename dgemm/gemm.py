@@ -7,13 +7,13 @@ that would synchronise the stream on the hot path.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Optional, Tuple
 
 import torch
 
-from . import heuristics, utils
-from .jit import env
+from . import heuristics, kernels, utils
+from .jit import env, state
+from .kernels import portable_fp8
 
 FP8 = torch.float8_e4m3fn
 _BLOCK = 128                   # K block of one scale; rows of B per scale
@@ -95,40 +95,30 @@ def _check_devices(fn: str, named: Tuple[Tuple[str, torch.Tensor], ...]) -> torc
 
 
 # --- kernel choice ------------------------------------------------------------------------------
-_device_targets = {}      # device index -> (arch, launcher name) for the native kernel
-_launchers = {}           # launcher name -> module; hopper is imported only when first needed
+_device_archs = state.table("gemm.device_archs")    # device index -> arch of its native kernel
 
 
-def _launcher(name: str):
-    module = _launchers.get(name)
-    if module is None:
-        module = _launchers[name] = importlib.import_module(f"dgemm.launch.{name}")
-    return module
-
-
-def _native_target(device_index: int):
-    target = _device_targets.get(device_index)
-    if target is None:
+def _device_arch(device_index: int) -> str:
+    arch = _device_archs.get(device_index)
+    if arch is None:
         major, minor = torch.cuda.get_device_capability(device_index)
         if (major, minor) < (8, 0):
             name = torch.cuda.get_device_name(device_index)
             raise RuntimeError(f"dgemm needs an sm_80 or newer GPU (FP8 via mma.sync bf16); "
                                f"device {device_index} ({name}) is sm_{major}{minor}")
-        arch = utils.arch_for_capability(major, minor)
-        target = (arch, "hopper" if arch == "sm_90a" else "portable")
-        _device_targets[device_index] = target
-    return target
+        arch = _device_archs[device_index] = utils.arch_for_capability(major, minor)
+    return arch
 
 
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
             a, sa, b, sb, d, layout) -> None:
-    arch, launcher = _native_target(device.index)
-    if env.get_bool("DGEMM_FORCE_PORTABLE"):
-        # The portable kernel as an oracle on Hopper: "sm_90a" would select the Hopper kernel.
-        arch, launcher = ("sm_90" if arch == "sm_90a" else arch), "portable"
+    arch = _device_arch(device.index)
+    # The portable kernel as an oracle on Hopper, if asked for; else the device's own family.
+    family = portable_fp8.NAME if env.get_bool("DGEMM_FORCE_PORTABLE") else None
     spec = heuristics.select(kind, m, n, k, num_groups,
-                             num_sms=utils.get_num_sms_for(device.index), arch=arch)
-    _launcher(launcher).launch(spec, a, sa, b, sb, d, layout)
+                             num_sms=utils.get_num_sms_for(device.index), arch=arch,
+                             family=family)
+    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout)
 
 
 # --- public GEMMs -------------------------------------------------------------------------------

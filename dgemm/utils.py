@@ -9,11 +9,14 @@ from typing import Optional, Tuple
 
 import torch
 
+from .jit import state
+
 FP8_E4M3_MAX = 448.0     # largest finite float8_e4m3fn
 SCALE_BLOCK = 128        # one scale per 128 elements along K (and per 128 rows of B)
 _AMAX_FLOOR = 1e-4       # keeps the scale of an all-zero block finite
 
-_num_sms: Optional[int] = None
+_num_sms = state.Value("utils.num_sms")              # set_num_sms's value, or None
+_device_sms = state.table("utils.device_sms")       # device index -> SM count
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -35,27 +38,24 @@ def set_num_sms(num_sms: int) -> None:
         if num_sms > available:
             raise ValueError(f"set_num_sms: num_sms={num_sms} exceeds the {available} SMs of "
                              f"the current device; pass a value in 1..{available}")
-    global _num_sms
-    _num_sms = num_sms
+    _num_sms.set(num_sms)
 
 
 def get_num_sms() -> int:
     """The SM count set by `set_num_sms`, else the current device's SM count."""
-    if _num_sms is not None:
-        return _num_sms
+    if _num_sms.get() is not None:
+        return _num_sms.get()
     if not torch.cuda.is_available():
         raise RuntimeError("get_num_sms: no CUDA device is visible; call dgemm.set_num_sms(n) "
                            "to plan for a GPU with n SMs")
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
-_device_sms = {}     # device index -> SM count (properties are fixed for the process)
-
-
 def get_num_sms_for(device_index: int) -> int:
     """`set_num_sms`'s value, else the SM count of device `device_index` (cached)."""
-    if _num_sms is not None:
-        return _num_sms
+    forced = _num_sms.get()
+    if forced is not None:
+        return forced
     count = _device_sms.get(device_index)
     if count is None:
         count = torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -68,12 +68,6 @@ def arch_for_capability(major: int, minor: int) -> str:
     Hopper (wgmma and TMA multicast exist only in the arch-specific target), else
     "sm_<major><minor>"."""
     return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
-
-
-def _reset_num_sms() -> None:
-    """Forget `set_num_sms` (tests)."""
-    global _num_sms
-    _num_sms = None
 
 
 # --- FP8 casts ---------------------------------------------------------------------------------

@@ -4,13 +4,14 @@ import torch
 
 import dgemm
 from dgemm import utils
+from dgemm.jit import state
 
 
 @pytest.fixture(autouse=True)
 def forget_num_sms():
-    utils._reset_num_sms()
+    state.reset()
     yield
-    utils._reset_num_sms()
+    state.reset()
 
 
 def test_ceil_div_rounds_up():

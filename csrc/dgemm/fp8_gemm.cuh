@@ -24,6 +24,76 @@ struct EpilogueLayout {
     static constexpr uint32_t kPitchBytes = BLOCK_N * 2 + (BLOCK_N % 16 == 0 ? 16 : 0);
 };
 
+// ---- The kernel's plan, shared with Python -----------------------------------------------------
+// dgemm/kernels/hopper_fp8.py reserves shared memory, launches threads and builds the TMA store
+// descriptor from its own copy of these numbers; the generated translation unit instantiates
+// `Fp8GemmPlanCheck` with Python's numbers, so a difference fails the compile instead of
+// corrupting shared memory.
+
+// TMA-store epilogue (128B-swizzled boxes of 64 bf16 columns): 16-byte output rows and tiles of
+// whole 64-column chunks.
+__host__ __device__ constexpr bool fp8_gemm_tma_store(uint32_t shape_n, uint32_t block_n) {
+    return shape_n % 8 == 0 and block_n % 64 == 0;
+}
+
+// Tiles that divide 128 columns always sit inside one B-scale block.
+__host__ __device__ constexpr bool fp8_gemm_uniform_scale_b(uint32_t block_n) {
+    return 128 % block_n == 0;
+}
+
+// Byte offsets of each shared-memory region, in carving order; `total` is the dynamic shared
+// memory the kernel needs.
+struct Fp8GemmSmem {
+    uint32_t a, b, scales_a, full_barriers, empty_barriers, scales_b_full, scales_b_empty,
+             scales_b, total;
+};
+
+template <uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K,
+          uint32_t kNumStages>
+__host__ __device__ constexpr Fp8GemmSmem fp8_gemm_smem() {
+    constexpr uint32_t kBarrierBytes = 8;
+    // The staged output tile comes first (offset 0), then the stage ring.
+    const uint32_t a = BLOCK_M * EpilogueLayout<BLOCK_N>::kPitchBytes;
+    const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;             // fp8: 1 byte each
+    const uint32_t scales_a = b + kNumStages * BLOCK_N * BLOCK_K;
+    const uint32_t full = scales_a + kNumStages * BLOCK_M * 4;
+    const uint32_t empty = full + kNumStages * kBarrierBytes;
+    const uint32_t sb_full = empty + kNumStages * kBarrierBytes;
+    const uint32_t sb_empty = sb_full + 2 * kBarrierBytes;
+    const uint32_t scales_b = sb_empty + 2 * kBarrierBytes;
+    // Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
+    const uint32_t scales_b_per_tile =
+        (SHAPE_K / BLOCK_K) * (fp8_gemm_uniform_scale_b(BLOCK_N) ? 1 : 2);
+    return {a, b, scales_a, full, empty, sb_full, sb_empty, scales_b,
+            scales_b + 2 * scales_b_per_tile * 4};
+}
+
+// The math warpgroups of a tile: one per 64 rows (three for 192 rows), two for the 64-row
+// split-K tile.
+__host__ __device__ constexpr uint32_t fp8_gemm_math_threads(uint32_t block_m) {
+    return block_m == 192 ? 384 : 256;
+}
+
+// Instantiated by the generated source with Python's plan (kPlanned*): each number Python
+// launches with must be the kernel's own.
+template <uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N,
+          uint32_t BLOCK_K, uint32_t kNumStages, uint32_t kPlannedSmemBytes,
+          uint32_t kPlannedThreads, bool kPlannedTMAStore>
+struct Fp8GemmPlanCheck {
+    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total <=
+                  232448, "the kernel's shared memory exceeds the 232448 bytes an sm_90 CTA "
+                  "may use: fewer stages or a smaller tile");
+    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total ==
+                  kPlannedSmemBytes, "dgemm/kernels/hopper_fp8.py plans a different amount of "
+                  "shared memory than the kernel carves (fp8_gemm_smem)");
+    static_assert(128 + fp8_gemm_math_threads(BLOCK_M) == kPlannedThreads,
+                  "dgemm/kernels/hopper_fp8.py launches a different thread count than the "
+                  "kernel's warpgroups (fp8_gemm_math_threads)");
+    static_assert(fp8_gemm_tma_store(SHAPE_N, BLOCK_N) == kPlannedTMAStore,
+                  "dgemm/kernels/hopper_fp8.py disagrees with the kernel on whether D is "
+                  "stored through TMA (fp8_gemm_tma_store)");
+};
+
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumGroups,
           uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
           uint32_t kNumTMAMulticast, bool kIsTMAMulticastOnA, uint32_t kNumSMs,
@@ -41,7 +111,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
     static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
                   "WGMMA tiles are 64 rows per warpgroup");
-    static_assert(kNumMathThreads == (BLOCK_M == 192 ? 384 : 256),
+    static_assert(kNumMathThreads == fp8_gemm_math_threads(BLOCK_M),
                   "two math warpgroups (three for 192-row tiles)");
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
     static_assert(BLOCK_N + 128 - gcd(BLOCK_N, 128u) <= 256,
@@ -68,9 +138,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // tensor bounds clip exactly the rows and columns that must not be written; the grouped
     // layouts use it for each warpgroup's 64 rows when all of them are real output rows, and
     // checked stores otherwise (padding rows, masked-off rows).
-    constexpr bool kTMAStore = SHAPE_N % 8 == 0 and BLOCK_N % 64 == 0;
-    // Tiles that divide 128 columns always sit inside one B-scale block.
-    constexpr bool kUniformScaleB = 128 % BLOCK_N == 0;
+    constexpr bool kTMAStore = fp8_gemm_tma_store(SHAPE_N, BLOCK_N);
+    constexpr bool kUniformScaleB = fp8_gemm_uniform_scale_b(BLOCK_N);
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // WAVE_N / 2 per thread
     constexpr uint32_t kNumFinalAccum = kNumAccum * kNumNWaves;        // BLOCK_N / 2
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
@@ -88,7 +157,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(SMEM_D_SIZE % 1024 == 0, "A/B tiles after D must stay 1024-byte aligned");
     static_assert(SMEM_A_SIZE_PER_STAGE % 1024 == 0 and SMEM_B_SIZE_PER_STAGE % 1024 == 0,
                   "128B-swizzled tiles must be 1024-byte aligned");
-    // NOTES: keep in sync with dgemm/heuristics.py:hopper_smem_bytes.
+    constexpr Fp8GemmSmem kSmem = fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
+    static_assert(sizeof(MBarrier) == 8, "fp8_gemm_smem counts 8 bytes per barrier");
+    static_assert(kSmem.a == SMEM_D_SIZE and kSmem.total <= 232448,
+                  "the output tile heads shared memory; all of it fits one sm_90 CTA");
 
     // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, two
     // split its K blocks (even / odd) and add their partial sums at the end. NOTES: one
@@ -115,23 +187,27 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // 128 * 40 + kNumMathThreads * kNumMathRegisters must fit the SM's 65536 registers.
     constexpr uint32_t kNumTMARegisters = 40;
     constexpr uint32_t kNumMathRegisters = kNumMathThreads == 384 ? 152 : 232;
+    static_assert(128 * kNumTMARegisters + kNumMathThreads * kNumMathRegisters <= 65536,
+                  "register budgets (setmaxnreg) exceed the SM's 64K registers");
+    static_assert(kNumTMARegisters % 8 == 0 and kNumMathRegisters % 8 == 0 and
+                  kNumTMARegisters >= 24 and kNumMathRegisters <= 256,
+                  "setmaxnreg takes multiples of 8 in 24..256");
     // Named barriers: 1..3 epilogue (one per warpgroup), 5 split-K reduction, 6 B scales staged.
     constexpr uint32_t kReduceBarrier = 5;
 
     // ---- Shared memory carving ----------------------------------------------------------
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
     uint8_t* smem_d = smem_buffer;
-    uint8_t* smem_a = smem_d + SMEM_D_SIZE;
-    uint8_t* smem_b = smem_a + kNumStages * SMEM_A_SIZE_PER_STAGE;
-    float* smem_scales_a =
-        reinterpret_cast<float*>(smem_b + kNumStages * SMEM_B_SIZE_PER_STAGE);
-    MBarrier* full_barriers = reinterpret_cast<MBarrier*>(smem_scales_a + kNumStages * BLOCK_M);
-    MBarrier* empty_barriers = full_barriers + kNumStages;
+    uint8_t* smem_a = smem_buffer + kSmem.a;
+    uint8_t* smem_b = smem_buffer + kSmem.b;
+    float* smem_scales_a = reinterpret_cast<float*>(smem_buffer + kSmem.scales_a);
+    MBarrier* full_barriers = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.full_barriers);
+    MBarrier* empty_barriers = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.empty_barriers);
     // The B scales of a tile (one or two 128-column rows of K/128 floats) are staged in one of
     // two slots by a loader warp one tile ahead of the math warpgroups.
-    MBarrier* scales_b_full = empty_barriers + kNumStages;
-    MBarrier* scales_b_empty = scales_b_full + 2;
-    float* smem_scales_b = reinterpret_cast<float*>(scales_b_empty + 2);
+    MBarrier* scales_b_full = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.scales_b_full);
+    MBarrier* scales_b_empty = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.scales_b_empty);
+    float* smem_scales_b = reinterpret_cast<float*>(smem_buffer + kSmem.scales_b);
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();

@@ -11,6 +11,36 @@
 
 namespace dgemm {
 
+// ---- The kernel's plan, shared with Python -----------------------------------------------------
+// Dynamic shared memory: two cp.async stages of the fp8 A and B tiles. dgemm/kernels/
+// portable_fp8.py reserves it from its own copy; the generated translation unit instantiates
+// `PortablePlanCheck` with Python's numbers so that the two cannot drift apart.
+// (Enumerators, not constexpr variables: NVRTC's -default-device would emit those as globals.)
+enum : uint32_t {
+    kPortableStages = 2,
+    kPortableThreads = 128,      // the tile is split over 2 x 2 warps
+};
+
+__host__ __device__ constexpr uint32_t fp8_gemm_portable_smem(uint32_t block_m, uint32_t block_n,
+                                                              uint32_t block_k) {
+    return kPortableStages * (block_m + block_n) * block_k;
+}
+
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kPlannedSmemBytes,
+          uint32_t kPlannedThreads>
+struct PortablePlanCheck {
+    static_assert(fp8_gemm_portable_smem(BLOCK_M, BLOCK_N, BLOCK_K) == kPlannedSmemBytes,
+                  "dgemm/kernels/portable_fp8.py plans a different amount of shared memory "
+                  "than the kernel uses (fp8_gemm_portable_smem)");
+    // sm_80's opt-in limit, the smallest of the GPUs this kernel serves (the row-group table
+    // is static shared memory on top).
+    static_assert(kPlannedSmemBytes + BLOCK_M * 4 <= 166912,
+                  "the portable kernel's shared memory exceeds an sm_80 CTA's 163 KiB");
+    static_assert(kPlannedThreads == kPortableThreads,
+                  "dgemm/kernels/portable_fp8.py launches a different thread count than the "
+                  "kernel's 2 x 2 warps");
+};
+
 // Run-time arguments (everything else is a template parameter):
 //   a               fp8 e4m3 [M, K] (normal, contiguous) or [G, max_m, K] (masked), row-major
 //   scales_a        fp32, MN-major: element (row, kb) at row + kb * align(M, 4), per group for
@@ -33,7 +63,7 @@ fp8_gemm_portable_kernel(const uint8_t* a, const float* scales_a, const uint8_t*
     // --- checks --------------------------------------------------------------------------
     static_assert(BLOCK_K == 128, "one fp32 scale per 128 K elements: BLOCK_K must be 128");
     static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
-    static_assert(kNumThreads == 128, "the tile is split over 2 x 2 warps");
+    static_assert(kNumThreads == kPortableThreads, "the tile is split over 2 x 2 warps");
     static_assert(BLOCK_M % 32 == 0 && BLOCK_N % 16 == 0,
                   "a warp owns (BLOCK_M / 2) x (BLOCK_N / 2): 16-row by 8-column MMA tiles");
     static_assert(kGemmType == GemmType::Normal ? kNumGroups == 1 : kNumGroups >= 1,
@@ -47,7 +77,7 @@ fp8_gemm_portable_kernel(const uint8_t* a, const float* scales_a, const uint8_t*
     constexpr uint32_t kChunksPerRow = BLOCK_K / 16;      // 16-byte cp.async chunks
     constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;
     constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
-    constexpr uint32_t kNumStages = 2;   // keep portable_smem_bytes in heuristics.py in sync
+    constexpr uint32_t kNumStages = kPortableStages;
 
     const uint32_t thread_idx = threadIdx.x;
     const uint32_t warp_idx = thread_idx / 32, lane_idx = thread_idx % 32;

@@ -1,20 +1,22 @@
 """Cubin -> loaded kernel -> launch on torch's current stream, through cuda-python's driver API.
 
-The hot path is `get_kernel(spec, device_index)` (one dict lookup) followed by
-`LoadedKernel.launch(grid, args)`, where `args` came from an `ArgLayout` built once per kernel
-signature: packing is one ctypes struct plus one array of pointers into it, then a single
-cuLaunchKernel (cuLaunchKernelEx with a cluster attribute when the kernel uses clusters).
-Everything else (cache walk, module load, shared-memory attribute) happens once per
-(spec, device). Every CUresult is checked; a failure raises RuntimeError naming the call.
+`load_cubin` loads a cubin into a device's primary context once and sets its shared-memory
+attribute; `LoadedKernel.launch(grid, args)` is the per-call part, where `args` came from an
+`ArgLayout` built once per kernel signature: packing is one ctypes struct plus one array of
+pointers into it, then a single cuLaunchKernel (cuLaunchKernelEx with a cluster attribute when
+the kernel uses clusters). This module never looks for cubins: the layer above
+(`dgemm.kernels.loader`) walks the cache and hands them in. Every CUresult is checked; a
+failure raises RuntimeError naming the call.
 """
 from __future__ import annotations
 
 import ctypes
-import threading
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from cuda.bindings import driver
+
+from . import state
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
@@ -42,15 +44,14 @@ def check(result, call: str):
 
 
 # --- context ------------------------------------------------------------------------------------
-_driver_ready = False
+_driver_ready = state.Value("runtime.driver_initialised", False)
 
 
 def _ensure_context(device_index: int) -> None:
     """Make the device's primary context (the one torch uses) current on this thread."""
-    global _driver_ready
-    if not _driver_ready:
+    if not _driver_ready.get():
         check(driver.cuInit(0), "cuInit")
-        _driver_ready = True
+        _driver_ready.set(True)
     torch.cuda.init()
     device = check(driver.cuDeviceGet(device_index), "cuDeviceGet")
     current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
@@ -250,38 +251,3 @@ def load_cubin(cubin: bytes, symbol: str, num_threads: int, smem_bytes: int = 0,
             smem_bytes), f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={smem_bytes})")
     return LoadedKernel(module, function, symbol, num_threads, smem_bytes, cluster_dim,
                         device_index)
-
-
-_kernels: Dict[tuple, LoadedKernel] = {}
-_load_lock = threading.Lock()
-
-
-def get_kernel(spec, device_index: Optional[int] = None) -> LoadedKernel:
-    """The loaded kernel for `spec` on a device (default: current), memoised per (spec, device)."""
-    if device_index is None:
-        device_index = torch.cuda.current_device()
-    kernel = _kernels.get((spec, device_index))
-    if kernel is not None:
-        return kernel
-    return _load_spec(spec, device_index)
-
-
-def clear_loaded_kernels() -> None:
-    """Forget every loaded kernel so the next `get_kernel` walks the cache again (tests).
-    Modules are not unloaded: a launch still in flight may use them."""
-    with _load_lock:
-        _kernels.clear()
-
-
-def _load_spec(spec, device_index: int) -> LoadedKernel:
-    from . import cache   # the cache walk (memory, disk, remote, compile) only on a miss
-
-    with _load_lock:
-        kernel = _kernels.get((spec, device_index))
-        if kernel is None:
-            entry = cache.get_entry(spec)
-            kernel = load_cubin(entry.cubin, entry.symbol, num_threads=spec.num_threads,
-                                smem_bytes=spec.smem_bytes, cluster_dim=spec.num_tma_multicast,
-                                device_index=device_index)
-            _kernels[(spec, device_index)] = kernel
-        return kernel

@@ -1,0 +1,384 @@
+"""The sm_90a FP8 GEMM family (csrc/dgemm/fp8_gemm.cuh): TMA loads, WGMMA, warp specialisation,
+a persistent grid, optional 2-CTA clusters sharing one operand through TMA multicast.
+
+Everything Python knows about that kernel lives here: which tile a problem gets (a cost model
+fitted to H200 sweeps, bench/NOTES.md), the template arguments, the thread count, the shared
+memory plan, the TMA descriptors, the grid and the launch. The plan is checked against the
+header at compile time (`plan_checks`: `dgemm::Fp8GemmPlanCheck`), so the two cannot drift.
+Selection is pure Python and GPU-free, so a CPU-only prewarm host computes exactly the specs (and
+keys) a GPU rank will ask for.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import torch
+
+from ..jit import runtime, state
+from .spec import CPP_GEMM_TYPE, KernelSpec, cpp_bool
+
+NAME = "fp8_gemm"
+HEADER = "dgemm/fp8_gemm.cuh"
+ARCHS = ("sm_90a",)                # wgmma and TMA multicast exist only in the arch target
+BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
+SMEM_CAPACITY = 232_448            # bytes of dynamic shared memory one sm_90 CTA may use
+PRODUCER_THREADS = 128             # one TMA producer warpgroup
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+# ------------------------------------------------------------------------------------------
+# The plan: threads and shared memory (checked against fp8_gemm.cuh at compile time)
+# ------------------------------------------------------------------------------------------
+def math_threads(block_m: int) -> int:
+    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate K blocks
+    (block_m 64). Header: `fp8_gemm_math_threads`."""
+    return 384 if block_m == 192 else 256
+
+
+def num_threads(spec: KernelSpec) -> int:
+    return PRODUCER_THREADS + math_threads(spec.block_m)
+
+
+def smem_plan(block_m: int, block_n: int, k: int, num_stages: int) -> int:
+    """Dynamic shared memory of one CTA; header: `fp8_gemm_smem(...).total`."""
+    pitch = block_n * 2 + (16 if block_n % 16 == 0 else 0)   # bank-conflict-free bf16 rows
+    smem_d = block_m * pitch
+    smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
+    smem_b = block_n * BLOCK_K
+    smem_scales_a = block_m * 4
+    barriers = num_stages * 2 * 8 + 4 * 8               # + B-scale slots' full/empty
+    # Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
+    scales_b = 2 * ceil_div(k, BLOCK_K) * (1 if BLOCK_K % block_n == 0 else 2) * 4
+    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
+
+
+def smem_bytes(spec: KernelSpec) -> int:
+    return smem_plan(spec.block_m, spec.block_n, spec.k, spec.num_stages)
+
+
+def uses_tma_store(spec: KernelSpec) -> bool:
+    """D goes out through TMA stores (16-byte output rows, tiles of whole 64-column swizzle
+    chunks; grouped layouts: the warpgroups whose 64 rows are all real output rows). Header:
+    `fp8_gemm_tma_store`."""
+    return spec.n % 8 == 0 and spec.block_n % 64 == 0
+
+
+def template_args(spec: KernelSpec) -> tuple:
+    return (CPP_GEMM_TYPE[spec.gemm_type], spec.n, spec.k, spec.num_groups, spec.block_m,
+            spec.block_n, spec.block_k, spec.num_stages, spec.num_tma_multicast,
+            cpp_bool(spec.multicast_on_a), spec.num_sms, math_threads(spec.block_m))
+
+
+def cpp_instance(spec: KernelSpec) -> str:
+    return "dgemm::fp8_gemm_kernel<" + ", ".join(str(a) for a in template_args(spec)) + ">"
+
+
+def plan_checks(spec: KernelSpec) -> str:
+    args = (spec.n, spec.k, spec.block_m, spec.block_n, spec.block_k, spec.num_stages,
+            smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)))
+    return "template struct dgemm::Fp8GemmPlanCheck<" + ", ".join(map(str, args)) + ">;"
+
+
+# ------------------------------------------------------------------------------------------
+# Selection: (gemm type, m, n, k, groups, SMs) -> KernelSpec
+# ------------------------------------------------------------------------------------------
+def max_stages(block_m: int, block_n: int, k: int) -> int:
+    """Deepest pipeline (3..16 stages) that fits shared memory, or 0: more bytes in flight hide
+    TMA latency on the small-M shapes."""
+    return max((s for s in range(3, 17)
+                if smem_plan(block_m, block_n, k, s) <= SMEM_CAPACITY), default=0)
+
+
+def num_stages(block_m: int, block_n: int, k: int) -> int:
+    """Pipeline depth for a tile, or 0 if none fits: each tile walks the ring in whole rounds
+    of stages (slots past the last K block go unused), so take the fewest stages that keep the
+    deepest pipeline's round count: e.g. 56 K blocks with room for 5 stages -> 12 rounds -> 5,
+    with room for 6 -> 10 rounds -> 6; 4 K blocks -> 4 stages."""
+    deepest = max_stages(block_m, block_n, k)
+    if deepest == 0:
+        return 0
+    k_blocks = ceil_div(k, BLOCK_K)
+    # Never fewer than 3 (or the K blocks there are): with 2 the producer is one stage ahead.
+    return max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
+
+
+def block_ns(block_m: int) -> tuple:
+    """Tile widths offered to `block_m`-row tiles."""
+    # Multiples of 8 (WGMMA's N granularity); the cap keeps accumulators in registers (192:
+    # 96 + 96 fp32 per thread fit two math warpgroups' 232 without spills, a 256-wide
+    # accumulator would not, so 256 runs as two waves of 128 (below); three
+    # warpgroups get 152 each, enough for 128), and a tile may touch at most two 128-column
+    # B-scale blocks (152 could touch three).
+    if block_m == 192:
+        # NOTES: of 96..128, only tiles inside one B-scale block ran well with three
+        # warpgroups (v7 sweep: 192x120 at 0.84x the rate of 192x128).
+        return (64, 128)
+    narrow = tuple(n for n in range(16, 193, 8) if n + 128 - math.gcd(n, 128) <= 256)
+    # 256: two 128-column waves per K block through one temporary accumulator.
+    return narrow + (256,) if block_m == 128 else narrow
+
+
+def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
+                full_wave: bool = True) -> float:
+    """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
+    the H200 sweeps of kernel v9/v10 and v12..v16 (bench/NOTES.md; `python -m bench.bench_gemm
+    --sweep`, `python -m bench.compare_tiles`).
+
+    NOTES: per K block (~1.75 GHz), 128-row tiles took ~247 + 3.9 * block_n clk up to 128
+    columns (64 -> 489, 128 -> 745 measured; never below ~420 however narrow) and ~6..7.5 clk
+    per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
+    128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
+    ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
+    the wider they are (first loads from HBM). `full_wave`: the problem has at least one tile
+    per SM (steady state); fewer tiles pay their first loads and epilogue unhidden."""
+    k_blocks = ceil_div(k, BLOCK_K)
+    if block_m == 64:
+        k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
+    elif block_m == 192:
+        k_block, per_tile = 550 + 3.65 * block_n, 1800
+    else:
+        if block_n == 256:
+            # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Fitted to
+            # kernel v18 at K = 1536..7168 with several waves (bench/NOTES.md v18); less than
+            # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
+            k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
+        else:
+            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
+            if 96 < block_n < 128:
+                # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
+                # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
+                k_block *= 1.12
+            per_tile = 1200
+    if multicast > 1:
+        # 2-CTA clusters sharing one operand: fewer L2 bytes and watts per K block (the H200
+        # runs these shapes at its power cap, so the clock rises), but the pair waits on each
+        # other at tile boundaries. NOTES: fitted to v16 (bench/NOTES.md): 128x256 sharing B
+        # +0.5..3% at K >= 7168, -1% at K = 2048, -3% at K = 512.
+        k_block, per_tile = k_block * 0.982, per_tile + 900
+    return k_blocks * k_block + per_tile
+
+
+def shares_a(block_m: int, block_n: int) -> bool:
+    """A cluster multicasts the operand with more rows per tile (A on ties). NOTES: 128x256
+    sharing B beat sharing A; 192x128 sharing A beat sharing B by 3..7% (v16)."""
+    return block_m >= block_n
+
+
+def cluster_unit(multicast: int, on_a: bool) -> tuple:
+    """(m-blocks, n-blocks) of one cluster tile: `multicast` n-blocks sharing A, or m-blocks
+    sharing B (csrc/dgemm/scheduler.cuh)."""
+    return (1, multicast) if on_a or multicast == 1 else (multicast, 1)
+
+
+_selections = state.table("hopper_fp8.selections")
+
+
+def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
+           arch: str = "sm_90a") -> KernelSpec:
+    """The tile for one call (memoised: pure in its arguments). `m` is the masked layout's
+    expected rows per group, the other layouts' rows."""
+    args = (gemm_type, m, n, k, num_groups, num_sms)
+    spec = _selections.get(args)
+    if spec is None:
+        spec = _selections[args] = _select(*args)
+    return spec
+
+
+def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+            num_sms: int) -> KernelSpec:
+    # The masked layout's m is only a hint (expected rows per group; the real counts live on
+    # the device): score it over a spread of row counts so that a tile count that just fits
+    # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
+    # expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the benchmark's
+    # 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
+    row_counts = (max(1, m * 3 // 4), m, m * 5 // 4) if gemm_type == "grouped_masked" else (m,)
+
+    groups = num_groups if gemm_type == "grouped_masked" else 1
+
+    def num_tiles(block_m, block_n, multicast, rows):
+        # Whole cluster tiles: `multicast` n-blocks (sharing A) or m-blocks (sharing B).
+        unit_m, unit_n = cluster_unit(multicast, shares_a(block_m, block_n))
+        return (ceil_div(ceil_div(rows, block_m), unit_m) * unit_m * groups *
+                ceil_div(ceil_div(n, block_n), unit_n) * unit_n)
+
+    def score(config):
+        block_m, block_n, multicast = config
+        waves = [ceil_div(num_tiles(block_m, block_n, multicast, rows), num_sms)
+                 for rows in row_counts]
+        tiles = num_tiles(block_m, block_n, multicast, m)
+        last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
+        # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
+        # wave, less wasted area beyond N, the larger tile (better reuse).
+        cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
+        return (sum(waves) / len(waves) * cycles,
+                -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+
+    # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
+    # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
+    # only on long K (cost model above) and only with at least two waves of clusters (DeepGEMM's
+    # rule too). Grouped layouts keep single CTAs (no gain measured, bench/NOTES.md v12).
+    multicasts = (1, 2) if gemm_type == "normal" else (1,)
+    # 192-row tiles would straddle the contiguous layout's 128-row group padding.
+    block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
+        (64, 128, 192) if m > 128 else (64, 128))
+    # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
+    # sweep); only the clearly wider 160 and 192 pay for their extra width there.
+    def clusters_fill_two_waves(block_m, block_n, multicast):
+        return multicast == 1 or num_tiles(block_m, block_n, multicast, m) >= 2 * num_sms
+
+    # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
+    # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
+    # the 64 KB epilogue of each tile is not amortised.
+    wide_ok = ceil_div(k, BLOCK_K) >= 8
+    block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
+                                       for bn in block_ns(bm)
+                                       if bm == 64 or bn <= 128 or (bn >= 160 and
+                                                                    (bn < 256 or wide_ok))
+                                       for mc in multicasts
+                                       if clusters_fill_two_waves(bm, bn, mc)),
+                                      key=score)
+    multicast_on_a = multicast > 1 and shares_a(block_m, block_n)
+
+    stages = num_stages(block_m, block_n, k)
+    if stages == 0:
+        raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
+                         f"k={k}")
+
+    return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
+                      block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=stages,
+                      num_tma_multicast=multicast, multicast_on_a=multicast_on_a,
+                      num_sms=num_sms, arch="sm_90a")
+
+
+def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1) -> None:
+    """ValueError unless the kernel can run a (block_m x block_n) tile in clusters of
+    `num_tma_multicast`."""
+    if block_m not in (64, 128, 192) or block_n not in block_ns(block_m):
+        raise ValueError(f"{block_m}x{block_n} is not a tile of the {NAME} kernel: block_m is "
+                         f"64, 128 or 192 and a {block_m}-row tile takes block_n in "
+                         f"{block_ns(block_m) if block_m in (64, 128, 192) else '()'}")
+    if num_tma_multicast not in (1, 2):
+        raise ValueError(f"num_tma_multicast must be 1 or 2 (CTAs per cluster); got "
+                         f"{num_tma_multicast!r}")
+
+
+def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: int = 1,
+              multicast_on_a: bool = True) -> KernelSpec:
+    """`spec` with another tile (benchmarks, forced-tile tests): the pipeline depth the
+    heuristic would use for that tile; clusters of `num_tma_multicast` CTAs share A, or B
+    when `multicast_on_a` is False."""
+    check_tile(block_m, block_n, num_tma_multicast)
+    stages = num_stages(block_m, block_n, spec.k)
+    if stages == 0:
+        raise ValueError(f"with_tile: no pipeline depth of a {block_m}x{block_n} tile fits "
+                         f"shared memory at k={spec.k}")
+    return KernelSpec(**dict(
+        vars(spec), block_m=block_m, block_n=block_n, num_stages=stages,
+        num_tma_multicast=num_tma_multicast,
+        multicast_on_a=num_tma_multicast > 1 and multicast_on_a))
+
+
+# ------------------------------------------------------------------------------------------
+# Launch: TMA descriptors, grid, arguments
+# ------------------------------------------------------------------------------------------
+_SWIZZLE_128B = 128
+_NO_SWIZZLE = 0
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
+ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
+                         runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor,
+                         runtime.TmaDescriptor)
+
+_descriptors = state.table("hopper_fp8.tma_descriptors")
+_MAX_CACHED_DESCRIPTORS = 4096
+
+
+def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle: int):
+    """runtime.make_tma_desc, memoised: a descriptor holds nothing but these values, so one
+    encoded for the same address and geometry is the same descriptor (a freed and reused
+    address included). Saves a driver call per operand on the hot path."""
+    key = (ptr, dtype, dims, strides, box, swizzle)
+    desc = _descriptors.get(key)
+    if desc is None:
+        if len(_descriptors) >= _MAX_CACHED_DESCRIPTORS:
+            _descriptors.clear()
+        desc = _descriptors[key] = runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
+    return desc
+
+
+def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
+    """Rows of one TMA box: the whole tile, or, for the operand a cluster shares through
+    multicast, the 1/num_tma_multicast slice each CTA loads for all of them."""
+    return tile_rows // spec.num_tma_multicast if shared else tile_rows
+
+
+def _tma_a(a: torch.Tensor, spec: KernelSpec):
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+    rows = a.numel() // spec.k
+    box = _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
+                     _SWIZZLE_128B)
+
+
+def _tma_b(b: torch.Tensor, spec: KernelSpec):
+    """B as a 2-D [groups * N, K] fp8 map."""
+    rows = b.numel() // spec.k
+    box = _box_rows(spec, spec.block_n, not spec.multicast_on_a)
+    return _tma_desc(b.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
+                     _SWIZZLE_128B)
+
+
+def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
+    """MN-major A scales as a 2-D [K/128 (x groups), rows] fp32 map; one box = one K block
+    of one tile's rows. Rows past the logical M read as zeros (TMA out-of-bounds fill)."""
+    rows, k_blocks = sa.shape[-2], sa.shape[-1]
+    # The layout's pitch between K blocks (and between groups, which follow one another).
+    # stride(-1) means nothing when K/128 == 1; the group stride then carries it.
+    if k_blocks > 1:
+        row_stride = sa.stride(-1)
+    elif sa.dim() == 3 and sa.shape[0] > 1:
+        row_stride = sa.stride(0)
+    else:
+        row_stride = ceil_div(rows, 4) * 4
+    outer = sa.numel() // rows                      # K/128, times groups when masked
+    return _tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
+                     (spec.block_m, 1), _NO_SWIZZLE)
+
+
+def _tma_d(d: torch.Tensor, spec: KernelSpec):
+    """D as a 2-D [rows, N] bf16 map (masked groups stacked along rows); one box = 64 rows x
+    64 columns of a warpgroup's tile."""
+    return _tma_desc(d.data_ptr(), torch.bfloat16, (spec.n, d.numel() // spec.n), (spec.n * 2,),
+                     (64, 64), _SWIZZLE_128B)
+
+
+def grid_size(spec: KernelSpec, m: int) -> int:
+    """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles; a multiple of
+    the cluster size."""
+    cluster = spec.num_tma_multicast
+    if spec.gemm_type == "grouped_masked":
+        return spec.num_sms - spec.num_sms % cluster   # tile count depends on masked_m (device)
+    unit_m, unit_n = cluster_unit(spec.num_tma_multicast, spec.multicast_on_a)
+    units = (ceil_div(ceil_div(m, spec.block_m), unit_m) *
+             ceil_div(ceil_div(spec.n, spec.block_n), unit_n))
+    return max(1, min(spec.num_sms // cluster, units)) * cluster
+
+
+def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
+    """Run one call on torch's current stream. Inputs are validated by dgemm.gemm (layouts in
+    docs/architecture.md). `kernel`: an already loaded build of `spec` (benchmarks comparing
+    kernel sources); default: the cached one."""
+    if kernel is None:
+        from .loader import get_kernel
+        kernel = get_kernel(spec, a.device.index)
+    shape_m = a.shape[-2]                          # M, or max_m for the masked layout
+    layout_ptr = layout.data_ptr() if layout is not None else 0
+    tma_a = _tma_a(a, spec)
+    # Kernels that do not store through TMA ignore their last descriptor.
+    tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
+    args = ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
+                     tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
+    kernel.launch((grid_size(spec, shape_m), 1, 1), args)

@@ -1,0 +1,91 @@
+"""The portable FP8 GEMM family (csrc/dgemm/fp8_gemm_portable.cuh): cp.async and mma.sync on
+any sm_80+ GPU, one CTA per output tile. The fallback on non-Hopper GPUs and the correctness
+oracle for the sm_90a kernel (`DGEMM_FORCE_PORTABLE=1`).
+
+Like every family module it owns selection, template arguments, threads, the shared-memory
+plan (checked against the header at compile time: `dgemm::PortablePlanCheck`), the grid and
+the launch.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+from typing import Optional
+
+import torch
+
+from ..jit import runtime
+from .spec import CPP_GEMM_TYPE, KernelSpec
+
+NAME = "fp8_gemm_portable"
+HEADER = "dgemm/fp8_gemm_portable.cuh"
+BLOCK_M = BLOCK_N = 64
+BLOCK_K = 128
+THREADS = 128                       # header: kPortableThreads (2 x 2 warps)
+STAGES = 2                          # header: kPortableStages
+_ARCH = re.compile(r"^sm_(\d+)a?$")
+
+
+def compile_arch(arch: str) -> str:
+    """The target this family compiles for on a GPU of `arch`. The kernel uses no
+    arch-specific instruction, so on Hopper (whose native family compiles for "sm_90a") it
+    builds for plain "sm_90"; any other sm_80+ arch is taken as given."""
+    match = _ARCH.match(arch) if isinstance(arch, str) else None
+    if match is None or int(match.group(1)) < 80:
+        raise ValueError(f"select: arch must be sm_80 or newer (e.g. 'sm_90a'); got {arch!r}")
+    return "sm_90" if arch == "sm_90a" else arch
+
+
+def num_threads(spec: KernelSpec) -> int:
+    return THREADS
+
+
+def smem_bytes(spec: KernelSpec) -> int:
+    """Two stages of fp8 A and B tiles; header: `fp8_gemm_portable_smem`."""
+    return STAGES * (spec.block_m + spec.block_n) * spec.block_k
+
+
+def cpp_instance(spec: KernelSpec) -> str:
+    args = (CPP_GEMM_TYPE[spec.gemm_type], spec.n, spec.k, spec.num_groups, spec.block_m,
+            spec.block_n, spec.block_k, THREADS)
+    return "dgemm::fp8_gemm_portable_kernel<" + ", ".join(str(a) for a in args) + ">"
+
+
+def plan_checks(spec: KernelSpec) -> str:
+    args = (spec.block_m, spec.block_n, spec.block_k, smem_bytes(spec), num_threads(spec))
+    return "template struct dgemm::PortablePlanCheck<" + ", ".join(map(str, args)) + ">;"
+
+
+def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
+           arch: str) -> KernelSpec:
+    """One fixed tile: the kernel is simple first, fast second. Not persistent (num_sms 0)."""
+    return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
+                      block_m=BLOCK_M, block_n=BLOCK_N, block_k=BLOCK_K, num_stages=STAGES,
+                      num_tma_multicast=1, multicast_on_a=False, num_sms=0,
+                      arch=compile_arch(arch))
+
+
+# a, scales_a, b, scales_b, d, grouped_layout, shape_m: the kernel's run-time parameters.
+ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)
+
+
+def grid_for(spec: KernelSpec, shape_m: int) -> tuple:
+    """(m blocks, n blocks, groups for the masked layout else 1)."""
+    groups = spec.num_groups if spec.gemm_type == "grouped_masked" else 1
+    return (-(-shape_m // spec.block_m), -(-spec.n // spec.block_n), groups)
+
+
+def launch(spec: KernelSpec, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor,
+           sb: torch.Tensor, d: torch.Tensor, layout: Optional[torch.Tensor],
+           kernel=None) -> None:
+    """Run the portable kernel on torch's current stream. Inputs are validated by dgemm.gemm:
+    `a` [M, K] or [G, max_m, K] fp8, `sa` MN-major TMA-aligned fp32, `b` [(G,) N, K] fp8,
+    `sb` [(G,) ceil(N/128), K/128] fp32, `d` bf16, `layout` m_indices / masked_m / None."""
+    if kernel is None:
+        from .loader import get_kernel
+        kernel = get_kernel(spec, a.device.index)
+    shape_m = a.shape[-2]
+    args = ARGS.pack(a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(), d.data_ptr(),
+                     0 if layout is None else layout.data_ptr(), shape_m)
+    kernel.launch(grid_for(spec, shape_m), args)
