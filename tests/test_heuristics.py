@@ -4,8 +4,11 @@ import itertools
 
 import pytest
 
-from dgemm import heuristics
+from dgemm import heuristics, kernels
 from dgemm.heuristics import KINDS, KernelSpec, select
+from dgemm.jit import state
+from dgemm.kernels import hopper_fp8, portable_fp8
+from dgemm.kernels.spec import CPP_GEMM_TYPE
 
 DENSE_NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
             (576, 7168), (2120, 7168), (1, 128)]
@@ -19,9 +22,9 @@ PORTABLE_SPECS = [select("fp8_gemm_nt", m, n, k, arch=arch)
 
 
 def test_select_returns_the_same_spec_for_the_same_inputs():
-    heuristics._select_hopper.cache_clear()
+    state.reset()                  # forget memoised selections
     first = select("fp8_gemm_nt", 128, 7168, 2048)
-    heuristics._select_hopper.cache_clear()
+    state.reset()
     assert select("fp8_gemm_nt", 128, 7168, 2048) == first
 
 
@@ -61,7 +64,7 @@ def test_block_n_is_a_multiple_of_eight():
 
 
 def test_hopper_specs_fit_shared_memory():
-    assert heuristics.HOPPER_SMEM_CAPACITY == 232448
+    # (The plan equals the kernel's own carving: tests/test_jit_real_kernels.py compiles it.)
     assert _violations(HOPPER_SPECS, lambda s: s.smem_bytes <= 232448) == []
 
 
@@ -85,9 +88,9 @@ def test_hopper_pipelines_are_three_deep_unless_k_has_fewer_blocks_and_never_dee
 @pytest.mark.parametrize("k", [512, 1536, 2048, 7168, 16384])
 def test_pipeline_depth_keeps_the_deepest_fitting_round_count_with_fewest_stages(k):
     spec = select("fp8_gemm_nt", 4096, 7168, k)
-    deepest = heuristics.hopper_max_stages(spec.block_m, spec.block_n, k)
-    assert heuristics.hopper_smem_bytes(spec.block_m, spec.block_n, k, deepest + 1) > \
-        heuristics.HOPPER_SMEM_CAPACITY or deepest == 16
+    deepest = hopper_fp8.max_stages(spec.block_m, spec.block_n, k)
+    assert hopper_fp8.smem_plan(spec.block_m, spec.block_n, k, deepest + 1) > \
+        hopper_fp8.SMEM_CAPACITY or deepest == 16
     k_blocks = k // 128
     rounds = -(-k_blocks // spec.num_stages)
     assert rounds == -(-k_blocks // deepest)                  # as few rounds as the deepest
@@ -95,9 +98,9 @@ def test_pipeline_depth_keeps_the_deepest_fitting_round_count_with_fewest_stages
 
 
 def test_256_column_tiles_are_offered_to_128_row_tiles_only_and_fit_three_stages():
-    assert 256 in heuristics._hopper_block_ns(128)
-    assert 256 not in heuristics._hopper_block_ns(64) + heuristics._hopper_block_ns(192)
-    assert heuristics.hopper_num_stages(128, 256, 16384) == 3
+    assert 256 in hopper_fp8.block_ns(128)
+    assert 256 not in hopper_fp8.block_ns(64) + hopper_fp8.block_ns(192)
+    assert hopper_fp8.num_stages(128, 256, 16384) == 3
 
 
 def test_clusters_share_the_larger_operand_of_the_tile_and_only_in_plain_gemms():
@@ -131,8 +134,8 @@ def test_masked_pick_does_not_hinge_on_expected_m_exactly():
 
 @pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
-    grown = heuristics.hopper_smem_bytes(128, block_n, 7168 + 128, 4)
-    assert grown - heuristics.hopper_smem_bytes(128, block_n, 7168, 4) == 2 * rows * 4
+    grown = hopper_fp8.smem_plan(128, block_n, 7168 + 128, 4)
+    assert grown - hopper_fp8.smem_plan(128, block_n, 7168, 4) == 2 * rows * 4
 
 
 def test_hopper_specs_target_sm_90a_with_the_requested_sm_count():
@@ -149,7 +152,7 @@ def test_other_archs_get_the_portable_kernel():
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_maps_to_its_gemm_type_in_the_cpp_instance(kind):
     spec = select(kind, 128, 4096, 7168, num_groups=2)
-    assert heuristics._CPP_GEMM_TYPE[spec.gemm_type] in spec.cpp_instance()
+    assert CPP_GEMM_TYPE[spec.gemm_type] in spec.cpp_instance()
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -167,3 +170,53 @@ def test_bad_inputs_raise_value_error(kwargs, message):
     arguments = dict(kind="fp8_gemm_nt", m=128, n=4096, k=7168) | kwargs
     with pytest.raises(ValueError, match=message):
         select(**arguments)
+
+
+# --- families and the tile-override hook ---------------------------------------------------------
+@pytest.mark.parametrize("spec", HOPPER_SPECS[:3] + PORTABLE_SPECS[:1], ids=str)
+def test_a_spec_names_its_family_and_the_family_module_launches_it(spec):
+    module = kernels.family(spec.kernel)
+    assert module.NAME == spec.kernel and spec.header == module.HEADER
+    assert callable(module.launch) and module.ARGS.num_params >= 7
+
+
+def test_an_unknown_family_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown kernel family 'fp4_gemm'"):
+        kernels.family("fp4_gemm")
+
+
+def test_the_portable_family_on_hopper_compiles_for_plain_sm_90():
+    spec = select("fp8_gemm_nt", 128, 4096, 7168, arch="sm_90a", family=portable_fp8.NAME)
+    assert (spec.kernel, spec.arch) == ("fp8_gemm_portable", "sm_90")
+
+
+def test_the_hopper_family_is_refused_on_other_archs():
+    with pytest.raises(ValueError, match="runs on sm_90a only"):
+        select("fp8_gemm_nt", 128, 4096, 7168, arch="sm_80", family=hopper_fp8.NAME)
+
+
+def test_forced_tile_replaces_the_tile_with_the_heuristic_depth_and_restores_it():
+    natural = select("fp8_gemm_nt", 4096, 4096, 7168)
+    with heuristics.forced_tile(128, 64, num_tma_multicast=2, multicast_on_a=False):
+        forced = select("fp8_gemm_nt", 4096, 4096, 7168)
+        portable = select("fp8_gemm_nt", 4096, 4096, 7168, arch="sm_80")
+    assert (forced.block_m, forced.block_n, forced.num_tma_multicast, forced.multicast_on_a,
+            forced.num_stages) == (128, 64, 2, False, hopper_fp8.num_stages(128, 64, 7168))
+    assert portable == select("fp8_gemm_nt", 4096, 4096, 7168, arch="sm_80")
+    assert select("fp8_gemm_nt", 4096, 4096, 7168) == natural
+
+
+@pytest.mark.parametrize("tile, message", [((128, 100), "not a tile"), ((192, 96), "not a tile"),
+                                           ((32, 64), "not a tile"),
+                                           ((128, 64, 4), "num_tma_multicast must be 1 or 2")])
+def test_forced_tile_refuses_tiles_the_kernel_cannot_run(tile, message):
+    with pytest.raises(ValueError, match=message):
+        with heuristics.forced_tile(*tile):
+            pass
+
+
+def test_forced_tiles_do_not_nest():
+    with heuristics.forced_tile(128, 128):
+        with pytest.raises(RuntimeError, match="do not nest"):
+            with heuristics.forced_tile(64, 64):
+                pass

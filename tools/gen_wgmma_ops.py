@@ -36,11 +36,18 @@ template <> struct WgmmaFp8<{n}> {{
 """
 
 
+OUTPUT = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "dgemm" / "wgmma_ops.cuh"
+
+
+def render() -> str:
+    """The whole header (tests/test_generated_headers.py checks the committed copy is this)."""
+    return HEADER + "".join(one(n) for n in range(8, 257, 8)) + "\n}  // namespace dgemm\n"
+
+
 def main() -> None:
-    text = HEADER + "".join(one(n) for n in range(8, 257, 8)) + "\n}  // namespace dgemm\n"
-    out = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "dgemm" / "wgmma_ops.cuh"
-    out.write_text(text)
-    print(f"wrote {out} ({len(text)} bytes)")
+    text = render()
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT} ({len(text)} bytes)")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ class ArgLayout:
         self._struct = type("KernelParams", (ctypes.Structure,), {"_fields_": fields})
         self._offsets = tuple(getattr(self._struct, name).offset for name, _ in fields)
         self._pointer_array = ctypes.c_void_p * len(types)
+        self.types = tuple(types)
         self.num_params = len(types)
 
     def pack(self, *values) -> PackedArgs:

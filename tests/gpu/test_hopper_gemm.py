@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import dgemm
+import dgemm.kernels.loader
 
 from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, forced_tile, overwritten_count,
                      poisoned, random_contiguous, random_dense, random_masked, unwritten_count)
@@ -53,12 +54,14 @@ def test_dense_gemm_is_deterministic_across_calls():
 
 def test_nvrtc_and_nvcc_builds_give_identical_results(monkeypatch):
     case = random_dense(257, 2112, 1536)
-    outputs = {}
+    outputs, loaded = {}, {}
+    spec = dgemm.heuristics.select("fp8_gemm_nt", 257, 2112, 1536, num_sms=dgemm.get_num_sms())
     for compiler in ("nvrtc", "nvcc"):
+        # No reset between the two: a changed DGEMM_JIT_COMPILER must load the other build.
         monkeypatch.setenv("DGEMM_JIT_COMPILER", compiler)
-        dgemm.jit.runtime.clear_loaded_kernels()
         outputs[compiler] = dgemm.fp8_gemm_nt(case.a, case.b)
-    dgemm.jit.runtime.clear_loaded_kernels()
+        loaded[compiler] = dgemm.kernels.loader.get_kernel(spec)
+    assert loaded["nvrtc"] is not loaded["nvcc"]
     assert torch.equal(outputs["nvrtc"], outputs["nvcc"])
 
 

@@ -1,19 +1,33 @@
 #pragma once
-// Test stand-in for the sm_90a kernel: same template parameters as dgemm::fp8_gemm_kernel, a
-// trivial body, so CPU tests exercise the whole JIT path in a fraction of a second per compile.
+// Test stand-in for the sm_90a kernel: the same template and run-time parameters as
+// dgemm::fp8_gemm_kernel (tests/test_jit_stand_ins.py checks the two compile to the same
+// signature), a trivial body, so CPU tests exercise the whole JIT path in a fraction of a
+// second per compile.
+#include <dgemm/tma_utils.cuh>
 #include <dgemm/utils.cuh>
 
 namespace dgemm {
+
+// The real header checks Python's plan here; the stand-in accepts any plan.
+template <uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N,
+          uint32_t BLOCK_K, uint32_t kNumStages, uint32_t kPlannedSmemBytes,
+          uint32_t kPlannedThreads, bool kPlannedTMAStore>
+struct Fp8GemmPlanCheck {};
 
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumGroups,
           uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
           uint32_t kNumTMAMulticast, bool kIsTMAMulticastOnA, uint32_t kNumSMs,
           uint32_t kNumMathThreads>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
-fp8_gemm_kernel(float* out, uint32_t shape_m) {
+fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
+                uint32_t shape_m,
+                const __grid_constant__ TmaDescriptor tma_a,
+                const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TmaDescriptor tma_scales_a,
+                const __grid_constant__ TmaDescriptor tma_d) {
     const uint32_t index = blockIdx.x * blockDim.x + threadIdx.x;
     if (index < shape_m)
-        out[index] = static_cast<float>(SHAPE_N * BLOCK_M + SHAPE_K * BLOCK_N + kNumStages);
+        d[index] = static_cast<uint16_t>(SHAPE_N * BLOCK_M + SHAPE_K * BLOCK_N + kNumStages);
 }
 
 }  // namespace dgemm
