@@ -161,12 +161,12 @@ def csrc_dir_override() -> Optional[Path]:
 
 
 def build_fingerprint() -> tuple:
-    """The raw settings that decide which cubin a spec maps to (compiler, its executable, the
-    csrc tree, debug info): cheap enough for the launch path, which keys loaded kernels on it so
-    that a kernel loaded under one DGEMM_JIT_COMPILER is not served after it changes."""
+    """The raw settings that decide which cubin a spec maps to (the compiler, the csrc tree,
+    debug info): cheap enough for the launch path, which keys loaded kernels on it so that a
+    kernel loaded under one DGEMM_JIT_COMPILER is not served after it changes. (The nvcc
+    executable and CUDA_HOME are taken as fixed for the life of a process.)"""
     get = os.environ.get
-    return (get("DGEMM_JIT_COMPILER"), get("DGEMM_NVCC"), get("DGEMM_CSRC_DIR"),
-            get("DGEMM_JIT_DEBUG"), get("CUDA_HOME"), get("CUDA_PATH"))
+    return (get("DGEMM_JIT_COMPILER"), get("DGEMM_CSRC_DIR"), get("DGEMM_JIT_DEBUG"))
 
 
 # --- test hooks ---------------------------------------------------------------------------------
