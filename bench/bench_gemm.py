@@ -1,8 +1,8 @@
 """Dense FP8 GEMM benchmark: dgemm vs cuBLAS block-scaled FP8 and cuBLAS bf16, same run.
 
-    python bench/bench_gemm.py                    # the 18 DeepSeek-V3 shapes
-    python bench/bench_gemm.py --sweep            # also time every block_n for each shape
-    python bench/bench_gemm.py --json out.json    # machine-readable results
+    python -m bench.bench_gemm                    # the 18 DeepSeek-V3 shapes
+    python -m bench.bench_gemm --sweep            # also time every block_n for each shape
+    python -m bench.bench_gemm --json out.json    # machine-readable results
 
 Prints one row per shape (TFLOPS, kernel µs, per-call µs, calc_diff) and the geomean ratio
 dgemm / cuBLAS-blk. All implementations run on the same random inputs in the same process;
@@ -12,50 +12,25 @@ the ratio dgemm / cuBLAS-blk is the median over rounds of the ratio within each 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 import pathlib
 import sys
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import dgemm
+from dgemm.utils import calc_diff
 
-import dgemm  # noqa: E402
-from common import (geomean, gpu_name, interleaved_samples, kernel_time_us,  # noqa: E402
-                    median, paired_ratios, per_call_us)
-from dgemm.utils import calc_diff  # noqa: E402
-
-SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
-
-
-def dense_shapes(path: pathlib.Path):
-    manifest = json.loads(path.read_text())
-    return [(m, n, k) for m in manifest["dense"]["m"] for n, k in manifest["dense"]["nk"]]
-
-
-def make_inputs(m: int, n: int, k: int):
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    a_fp8, a_scales = dgemm.per_token_cast_to_fp8(x)
-    b_fp8, b_scales = dgemm.per_block_cast_to_fp8(w)
-    a_scales = dgemm.get_mn_major_tma_aligned_tensor(a_scales)
-    ref = x.float() @ w.float().t()
-    return x, w, (a_fp8, a_scales), (b_fp8, b_scales), ref
-
-
-def cublas_blockwise(a, b, m: int):
-    """torch._scaled_mm with 1x128 A scales (column-major) and 128x128 B scales."""
-    a_fp8, a_scales = a
-    b_fp8, b_scales = b
-    sa = a_scales[:m].t().contiguous().t()           # (M, K/128), strides (1, M)
-    return lambda: torch._scaled_mm(a_fp8, b_fp8.t(), scale_a=sa, scale_b=b_scales.t(),
-                                    out_dtype=torch.bfloat16)
+from .baselines import cublas_blockwise
+from .inputs import SHAPES_FILE, dense_shapes, load_shapes, mn_major, random_dense
+from .timing import (geomean, gpu_name, interleaved_samples, kernel_time_us, median,
+                     paired_ratios, per_call_us)
 
 
 def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(1,)):
-    x, w, a, b, ref = make_inputs(m, n, k)
+    case = random_dense(m, n, k)
+    a, b, ref = mn_major(case.a), case.b, case.ref
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     flops = 2 * m * n * k
     row = {"m": m, "n": n, "k": k}
@@ -64,7 +39,7 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
     d.fill_(float("nan"))
     run_dgemm()
     row["diff"] = calc_diff(d, ref)
-    timed = {"dgemm": run_dgemm, "bf16": lambda: x @ w.t()}
+    timed = {"dgemm": run_dgemm, "bf16": lambda: case.x @ case.w.t()}
     try:
         run_cublas = cublas_blockwise(a, b, m)
         row["cublas_diff"] = calc_diff(run_cublas(), ref)
@@ -96,34 +71,32 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
 
 
 def sweep_specs(spec, m, block_ns=None, multicasts=(1,)):
-    """Legal (block_m, block_n, multicast) variants of `spec` for an M-row problem."""
-    from dgemm.heuristics import _hopper_block_ns, _shares_a, hopper_num_stages
+    """Legal (block_m, block_n, multicast) variants of `spec` for an M-row problem, each at the
+    heuristic's pipeline depth for its tile; clusters share the operand the heuristic would."""
+    from dgemm.kernels import hopper_fp8
 
     candidates = []
     for block_m in (64, 128) if m <= 128 else (128, 192):
-        # Three warpgroups' registers hold at most 128 accumulator columns.
-        legal = range(8, 129, 8) if block_m == 192 else _hopper_block_ns(block_m)
-        for block_n in [n for n in block_ns if n in legal] or _hopper_block_ns(block_m):
-            stages = hopper_num_stages(block_m, block_n, spec.k)
-            if not stages:
-                continue
+        legal = hopper_fp8.block_ns(block_m)
+        for block_n in [n for n in block_ns or () if n in legal] or legal:
+            if not hopper_fp8.num_stages(block_m, block_n, spec.k):
+                continue                  # no pipeline of this tile fits shared memory
             for multicast in multicasts:
-                candidates.append(dataclasses.replace(
-                    spec, block_m=block_m, block_n=block_n, num_stages=stages,
-                    num_tma_multicast=multicast,
-                    multicast_on_a=multicast > 1 and _shares_a(block_m, block_n)))
+                candidates.append(hopper_fp8.with_tile(
+                    spec, block_m, block_n, num_tma_multicast=multicast,
+                    multicast_on_a=multicast > 1 and hopper_fp8.shares_a(block_m, block_n)))
     return candidates
 
 
 def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
     """Time legal (block_m, block_n, multicast) configs for this shape (to tune the heuristic)."""
-    from dgemm.launch import hopper
+    from dgemm.kernels import hopper_fp8
 
     a_fp8, a_scales = a
     b_fp8, b_scales = b
     results = {}
     for candidate in sweep_specs(spec, m, block_ns, multicasts):
-        fn = lambda: hopper.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
+        fn = lambda: hopper_fp8.launch(candidate, a_fp8, a_scales, b_fp8, b_scales, d, None)  # noqa: E731
         name = (f"{candidate.block_m}x{candidate.block_n}x{candidate.num_stages}"
                 f"/mc{candidate.num_tma_multicast}")
         results[name] = flops / kernel_time_us(fn, iters=5, warmup=1) / 1e6
@@ -133,8 +106,6 @@ def sweep_block_n(spec, m, a, b, d, flops, block_ns=None, multicasts=(1,)):
 def precompile(shapes, sweep: bool, block_ns, multicasts) -> None:
     """Compile every kernel the run will launch in parallel worker processes (the prewarm
     job's pool) so that a sweep of hundreds of configs is not serialised on one core."""
-    import os
-
     from dgemm.jobs.prewarm import compile_all
     from dgemm.progress import Progress
 
@@ -178,7 +149,7 @@ def print_table(rows, title: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=pathlib.Path, default=SHAPES)
+    parser.add_argument("--shapes", type=pathlib.Path, default=SHAPES_FILE)
     parser.add_argument("--extra", action="append", default=[],
                         help="extra shape M,N,K (repeatable)")
     parser.add_argument("--sweep", action="store_true",
@@ -194,7 +165,7 @@ def main(argv=None) -> int:
         print("bench_gemm: needs a CUDA GPU", file=sys.stderr)
         return 2
     torch.manual_seed(0)
-    shapes = dense_shapes(args.shapes) + [tuple(int(v) for v in s.split(",")) for s in args.extra]
+    shapes = dense_shapes(load_shapes(args.shapes)) + [tuple(int(v) for v in s.split(",")) for s in args.extra]
     if args.only:
         shapes = [shapes[int(i)] for i in args.only.split(",")]
     block_ns = [int(v) for v in args.sweep_block_n.split(",") if v]

@@ -1,10 +1,10 @@
 """MoE grouped FP8 GEMM benchmark (contiguous and masked layouts), one run on one GPU.
 
-    python bench/bench_grouped.py [--json out.json] [--sweep 128x128,128x256,...]
+    python -m bench.bench_grouped [--json out.json] [--sweep 128x128,128x256,...]
 
-TFLOPS count only valid rows. Beside each shape: DeepGEMM's TFLOPS from ../shared/BENCH.md
-(measured on an H200; compare only when this runs on an H200) and our dense kernel on the same
-total work (M = valid rows, same N, K), measured in this run.
+TFLOPS count only valid rows. Beside each shape: DeepGEMM's TFLOPS as published in
+docs/benchmarks.md (measured on an H200; compare only when this runs on an H200) and our dense
+kernel on the same total work (M = valid rows, same N, K), measured in this run.
 """
 from __future__ import annotations
 
@@ -17,25 +17,16 @@ import sys
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "gpu"))
+import dgemm
+from dgemm import heuristics
 
-import dgemm  # noqa: E402
-from common import gpu_name, kernel_time_us  # noqa: E402
-from helpers import (calc_diff_rows, forced_tile, random_contiguous, random_dense,  # noqa: E402
+from .inputs import (calc_diff_rows, load_shapes, mn_major, random_contiguous, random_dense,
                      random_masked)
+from .timing import gpu_name, kernel_time_us
 
-SHAPES = pathlib.Path(__file__).resolve().parents[1] / "dgemm" / "shapes" / "deepseek_v3.json"
-# DeepGEMM @03d0be3 on one H200, from ../shared/BENCH.md (same order as the shapes file).
+# DeepGEMM @03d0be3 on one H200 (docs/benchmarks.md), in the order of the shapes file.
 DEEPGEMM_CONTIGUOUS = [1343, 1257, 1303, 1245, 966, 908]
 DEEPGEMM_MASKED = [874, 753, 778, 718, 725, 593]
-
-
-def mn_major(pair):
-    """Quantised A with its scales already in the kernel's layout, as a training step keeps
-    them; otherwise each call would also time a scale transpose."""
-    return pair[0], dgemm.get_mn_major_tma_aligned_tensor(pair[1])
 
 
 def dense_tflops(m: int, n: int, k: int) -> float:
@@ -72,7 +63,7 @@ def setup_masked(shape, rng):
 
 def measure(valid, shape, run, diff, tile=None):
     """(TFLOPS over valid rows, calc_diff) of `run`, with the heuristic's tile or a forced one."""
-    with forced_tile(*tile) if tile else contextlib.nullcontext():
+    with heuristics.forced_tile(*tile) if tile else contextlib.nullcontext():
         run()
         tflops = 2 * valid * shape["n"] * shape["k"] / kernel_time_us(run) / 1e6
     return tflops, diff()
@@ -90,7 +81,7 @@ def main(argv=None) -> int:
         return 2
     torch.manual_seed(0)
     rng = random.Random(0)
-    manifest = json.loads(SHAPES.read_text())
+    manifest = load_shapes()
     rows = []
     for layout, cases, anchors, fn in (
             ("contiguous", manifest["grouped_contiguous"], DEEPGEMM_CONTIGUOUS, setup_contiguous),
@@ -118,7 +109,7 @@ def main(argv=None) -> int:
         print(f"{r['layout']:<10} {r['groups']:>3} {r['valid_m']:>8} {r['n']:>5} {r['k']:>5} | "
               f"{r['tflops']:>6.0f} | {r['deepgemm']:>9} {r['tflops'] / r['deepgemm']:>5.2f} | "
               f"{r['dense']:>15.0f} {r['tflops'] / r['dense']:>5.2f} | {r['diff']:>7.1e}")
-    print("* DeepGEMM column: ../shared/BENCH.md, H200; the ratio is meaningful on an H200 only.")
+    print("* DeepGEMM column: docs/benchmarks.md, H200; the ratio is meaningful on an H200 only.")
     print(f"min ratio to DeepGEMM: {min(r['tflops'] / r['deepgemm'] for r in rows):.3f}")
     if args.json:
         args.json.write_text(json.dumps({"gpu": gpu_name(), "rows": rows}, indent=1))

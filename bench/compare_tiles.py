@@ -1,14 +1,14 @@
 """A/B tile configs (and kernel sources) of the dense GEMM, cuBLAS-blk in the same rounds.
 
-    python bench/compare_tiles.py --shape 4096,4096,7168 --config 128x256x3 \
+    python -m bench.compare_tiles --shape 4096,4096,7168 --config 128x256x3 \
         --config 128x256x3/mc2a --config 128x256x3/mc2b [--config 128x256x3@/path/csrc] \
         [--rounds 5] [--clocks] [--json out.json]
 
-A config is BLOCK_MxBLOCK_N[xSTAGES] (default: the heuristic's depth for that tile), optionally /mc2a (2-CTA clusters sharing A through TMA
-multicast) or /mc2b (sharing B), and optionally @DIR: compile from the csrc tree DIR instead of
+A config is BLOCK_MxBLOCK_N[xSTAGES] (default: the heuristic's depth for that tile), optionally
+/mc2a (2-CTA clusters sharing A through TMA multicast) or /mc2b (sharing B), and optionally @DIR: compile from the csrc tree DIR instead of
 the packaged one (DGEMM_CSRC_DIR), to compare kernel sources in one process. `heuristic` is the
 heuristic's pick. Every config and cuBLAS-blk is timed in each of `rounds` alternating rounds
-(20 L2-flushed calls each, ../shared/BENCH.md); the table gives the median TFLOPS per config and
+(20 L2-flushed calls each, docs/benchmarks.md); the table gives the median TFLOPS per config and
 the median over rounds of (config / cuBLAS-blk of the same round), which cancels clock drift
 between rounds. --clocks also reads the SM clock and board power while each config runs
 back to back for ~0.5 s (the H200 is power-capped: the clock under load is part of the speed).
@@ -27,54 +27,55 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import dgemm
+from dgemm.heuristics import select
+from dgemm.utils import calc_diff
 
-import dgemm  # noqa: E402
-from bench_gemm import cublas_blockwise, make_inputs  # noqa: E402
-from common import gpu_name, interleaved_samples, median, paired_ratios  # noqa: E402
-from dgemm.heuristics import hopper_num_stages, select  # noqa: E402
-from dgemm.jit import cache, runtime  # noqa: E402
-from dgemm.launch import hopper  # noqa: E402
-from dgemm.utils import calc_diff  # noqa: E402
+from .baselines import cublas_blockwise
+from .inputs import mn_major, random_dense
+from .timing import gpu_name, interleaved_samples, median, paired_ratios
+
+CLUSTERS = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
 
 
 def parse_config(text: str, base):
     """`base` (the heuristic's spec) with the tile, stages and cluster of `text`; csrc dir."""
+    from dgemm.kernels import hopper_fp8
+
     text, _, csrc = text.partition("@")
     if text == "heuristic":
         return base, csrc or None
     tile, _, cluster = text.partition("/")
+    if cluster and cluster not in CLUSTERS:
+        raise SystemExit(f"compare_tiles: cluster must be mc1, mc2a or mc2b; got {cluster!r}")
+    multicast, on_a = CLUSTERS[cluster or "mc1"]
     dims = [int(v) for v in tile.split("x")]
-    block_m, block_n = dims[:2]
-    stages = dims[2] if len(dims) > 2 else hopper_num_stages(block_m, block_n, base.k)
-    multicast, on_a = 1, False
-    if cluster:
-        if cluster not in ("mc1", "mc2a", "mc2b"):
-            raise SystemExit(f"compare_tiles: cluster must be mc1, mc2a or mc2b; got {cluster!r}")
-        multicast, on_a = (1, False) if cluster == "mc1" else (2, cluster == "mc2a")
-    return dataclasses.replace(base, block_m=block_m, block_n=block_n, num_stages=stages,
-                               num_tma_multicast=multicast, multicast_on_a=on_a), csrc or None
+    spec = hopper_fp8.with_tile(base, dims[0], dims[1], num_tma_multicast=multicast,
+                                multicast_on_a=on_a)
+    if len(dims) > 2:                     # an explicit depth instead of the heuristic's
+        spec = dataclasses.replace(spec, num_stages=dims[2])
+    return spec, csrc or None
 
 
 def load(spec, csrc):
-    """Compile (or fetch) `spec` from the csrc tree `csrc` and load it, bypassing the
-    per-spec memo so that two sources of one spec can be compared."""
+    """The loaded kernel of `spec` built from the csrc tree `csrc` (default: the packaged one),
+    so that two sources of one spec can be timed side by side. DGEMM_CSRC_DIR is set only while
+    the kernel is fetched: the csrc digest is part of the cache key and the csrc dir part of the
+    loader's memo key, so each source gets its own entry and its own kernel handle."""
+    from dgemm.kernels import loader
+
     previous = os.environ.get("DGEMM_CSRC_DIR")
     try:
         if csrc:
             os.environ["DGEMM_CSRC_DIR"] = csrc
         else:
             os.environ.pop("DGEMM_CSRC_DIR", None)
-        cache.clear_memory()
-        entry = cache.get_entry(spec)
+        return loader.get_kernel(spec)
     finally:
         if previous is None:
             os.environ.pop("DGEMM_CSRC_DIR", None)
         else:
             os.environ["DGEMM_CSRC_DIR"] = previous
-    return runtime.load_cubin(entry.cubin, entry.symbol, num_threads=spec.num_threads,
-                              smem_bytes=spec.smem_bytes, cluster_dim=spec.num_tma_multicast)
 
 
 def clock_and_power(fn, seconds: float = 1.5):
@@ -108,7 +109,10 @@ def clock_and_power(fn, seconds: float = 1.5):
 
 
 def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
-    x, w, a, b, ref = make_inputs(m, n, k)
+    from dgemm.kernels import hopper_fp8
+
+    case = random_dense(m, n, k)
+    a, b, ref = mn_major(case.a), case.b, case.ref
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
     fns, rows = {"cuBLAS-blk": cublas_blockwise(a, b, m)}, {}
@@ -116,7 +120,7 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
         spec, csrc = parse_config(text, base)
         kernel = load(spec, csrc)
         fn = (lambda s=spec, kern=kernel:
-              hopper.launch(s, a[0], a[1], b[0], b[1], d, None, kernel=kern))
+              hopper_fp8.launch(s, a[0], a[1], b[0], b[1], d, None, kernel=kern))
         d.fill_(float("nan"))
         fn()
         rows[text] = {"diff": calc_diff(d, ref)}

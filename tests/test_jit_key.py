@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from dgemm.heuristics import select
 from dgemm.jit import compiler as compiler_module
 from dgemm.jit import key as key_module
 from dgemm.jit import source
@@ -67,9 +68,37 @@ def test_adding_a_header_file_changes_the_key(test_csrc, spec, monkeypatch, tmp_
     assert _key(spec) != before
 
 
+def _other_values(spec) -> dict:
+    """For every KernelSpec field, a value other than `spec`'s that is valid for it: taken from
+    a spec the heuristic really picks for another problem, arch or SM count, or, for a field the
+    heuristic never varies, the one listed in FIXED_FIELD_VALUES."""
+    others = [select("fp8_gemm_nt", 128, 4096, 7168, arch="sm_80"),      # the portable family
+              select("m_grouped_fp8_gemm_nt_masked", 128, 2112, 2048, num_groups=4),
+              select("fp8_gemm_nt", 4096, 7168, 16384),                   # clusters sharing B
+              select("fp8_gemm_nt", 4096, 2112, 7168),                    # 192 rows sharing A
+              select("fp8_gemm_nt", 128, 4096, 7168, num_sms=78)]
+    values = dict(FIXED_FIELD_VALUES)
+    for field in dataclasses.fields(spec):
+        for other in others:
+            if getattr(other, field.name) != getattr(spec, field.name):
+                values.setdefault(field.name, getattr(other, field.name))
+    return values
+
+
+# The scaling recipe fixes block_k at 128 for every pick; the key must still cover it.
+FIXED_FIELD_VALUES = {"block_k": 64}
+
+
 def test_every_spec_field_enters_the_key(test_kernels, spec):
-    changed = dataclasses.replace(spec, num_sms=spec.num_sms - 1)
-    assert _key(changed) != _key(spec)
+    names = [field.name for field in dataclasses.fields(spec)]
+    other_values = _other_values(spec)
+    assert sorted(other_values) == sorted(names), "give each KernelSpec field another value"
+    keys = {name: _key(dataclasses.replace(spec, **{name: other_values[name]}))
+            for name in names}
+    unchanged = _key(dataclasses.replace(spec))
+    assert unchanged == _key(spec)
+    assert [name for name in names if keys[name] == unchanged] == []
+    assert len(set(keys.values())) == len(names)      # and no two changes collide
 
 
 def test_the_two_compilers_give_different_keys(test_kernels, spec):

@@ -13,9 +13,10 @@ import torch
 
 import dgemm
 import dgemm.kernels.loader
+from dgemm import heuristics
 
-from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, forced_tile, overwritten_count,
-                     poisoned, random_contiguous, random_dense, random_masked, unwritten_count)
+from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, overwritten_count, poisoned,
+                     random_contiguous, random_dense, random_masked, unwritten_count)
 
 ODD = [(m, n, k) for m in (1, 7, 63, 65, 129, 1000, 4097) for n, k in ((576, 7168), (2120, 256))]
 ODD += [(128, 100, 512), (200, 8, 128), (33, 4104, 384), (64, 1000, 1152), (4097, 4096, 1024)]
@@ -177,7 +178,7 @@ FORCED_TILES = [(64, 16), (64, 112), (128, 96), (128, 160), (128, 192), (128, 25
 def test_forced_tile_dense(block_m, block_n, m, n, k):
     case = random_dense(m, n, k)
     d = poisoned(m, n)
-    with forced_tile(block_m, block_n):
+    with heuristics.forced_tile(block_m, block_n):
         dgemm.fp8_gemm_nt(case.a, case.b, d)
     assert unwritten_count(d) == 0
     diff = dgemm.calc_diff(d, case.ref)
@@ -187,7 +188,7 @@ def test_forced_tile_dense(block_m, block_n, m, n, k):
 @pytest.mark.parametrize("block_m,block_n", [t for t in FORCED_TILES if t[0] != 192],
                          ids=lambda v: str(v))
 def test_forced_tile_contiguous(block_m, block_n):
-    with forced_tile(block_m, block_n):
+    with heuristics.forced_tile(block_m, block_n):
         check_contiguous([300, 0, 1, 256], 2112, 512)
 
 
@@ -195,7 +196,7 @@ def test_forced_tile_contiguous(block_m, block_n):
 def test_forced_tile_masked(block_m, block_n):
     case = random_masked([0, 1, 200, 256], 256, 1000, 384)
     d = poisoned(4, 256, 1000)
-    with forced_tile(block_m, block_n):
+    with heuristics.forced_tile(block_m, block_n):
         dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)
 
@@ -214,7 +215,7 @@ CLUSTER_TILES = [(128, 256, True), (128, 256, False), (192, 128, True), (192, 12
 def test_forced_cluster_dense(block_m, block_n, on_a, m, n, k):
     case = random_dense(m, n, k)
     d = poisoned(m, n)
-    with forced_tile(block_m, block_n, multicast=2, on_a=on_a):
+    with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2, multicast_on_a=on_a):
         dgemm.fp8_gemm_nt(case.a, case.b, d)
     assert unwritten_count(d) == 0
     diff = dgemm.calc_diff(d, case.ref)
@@ -223,10 +224,10 @@ def test_forced_cluster_dense(block_m, block_n, on_a, m, n, k):
 
 @pytest.mark.parametrize("block_m,block_n", [(128, 256), (128, 128)], ids=lambda v: str(v))
 def test_forced_cluster_sharing_a_grouped(block_m, block_n):
-    with forced_tile(block_m, block_n, multicast=2):
+    with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2):
         check_contiguous([300, 0, 1, 256], 2112, 512)
     case = random_masked([0, 1, 200, 256], 256, 1000, 384)
     d = poisoned(4, 256, 1000)
-    with forced_tile(block_m, block_n, multicast=2):
+    with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2):
         dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)

@@ -1,4 +1,4 @@
-"""Measuring helpers shared by the GPU benchmarks (see ../shared/BENCH.md for the rules).
+"""Measuring helpers shared by the GPU benchmarks (the rules: docs/benchmarks.md).
 
 Kernel time: CUDA kernel time from torch.profiler, L2 flushed with a 256 MB memset before each
 call, mean over the timed calls. Per-call time: wall time of back-to-back calls from Python.
