@@ -8,7 +8,7 @@ A family module owns everything Python knows about its kernel and exposes:
     plan_checks(spec)            C++ that fails the compile if Python's plan (shared memory,
                                  threads, ...) differs from the header's
     num_threads(spec), smem_bytes(spec)
-    ARGS                         the kernel's run-time signature (runtime.ArgLayout)
+    ARGS                         the kernel's run-time signature (dgemm.jit.args.ArgLayout)
     launch(spec, a, sa, b, sb, d, layout, kernel=None)
 
 A spec names its family (`spec.kernel`), so whoever holds a spec finds its launcher with

@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from ..jit import runtime, state
+from ..jit import state
+from ..jit.args import ArgLayout, TmaDescriptor
 from .spec import CPP_GEMM_TYPE, KernelSpec, cpp_bool
 
 NAME = "fp8_gemm"
@@ -288,9 +289,9 @@ def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: i
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
 # fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
-ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                         runtime.TmaDescriptor, runtime.TmaDescriptor, runtime.TmaDescriptor,
-                         runtime.TmaDescriptor)
+ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
+                         TmaDescriptor, TmaDescriptor, TmaDescriptor,
+                         TmaDescriptor)
 
 _descriptors = state.table("hopper_fp8.tma_descriptors")
 _MAX_CACHED_DESCRIPTORS = 4096
@@ -305,7 +306,8 @@ def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle:
     if desc is None:
         if len(_descriptors) >= _MAX_CACHED_DESCRIPTORS:
             _descriptors.clear()
-        desc = _descriptors[key] = runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
+        from ..jit.runtime import make_tma_desc      # the driver, only on a GPU host
+        desc = _descriptors[key] = make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
     return desc
 
 

@@ -14,7 +14,7 @@ from typing import Optional
 
 import torch
 
-from ..jit import runtime
+from ..jit.args import ArgLayout
 from .spec import CPP_GEMM_TYPE, KernelSpec
 
 NAME = "fp8_gemm_portable"
@@ -66,7 +66,7 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
 
 
 # a, scales_a, b, scales_b, d, grouped_layout, shape_m: the kernel's run-time parameters.
-ARGS = runtime.ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)
 
 
