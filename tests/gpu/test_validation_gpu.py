@@ -45,15 +45,16 @@ def test_tensors_on_two_gpus_raise_runtime_error():
 
 def test_the_native_arch_follows_the_device_capability():
     major, minor = torch.cuda.get_device_capability()
-    arch, launcher = gemm._native_target(torch.cuda.current_device())
+    arch = gemm._device_arch(torch.cuda.current_device())
+    family = dgemm.heuristics.family_for(arch)
     if (major, minor) == (9, 0):
-        assert (arch, launcher) == ("sm_90a", "hopper")
+        assert (arch, family) == ("sm_90a", "fp8_gemm")
     else:
-        assert (arch, launcher) == (f"sm_{major}{minor}", "portable")
+        assert (arch, family) == (f"sm_{major}{minor}", "fp8_gemm_portable")
 
 
 def test_get_num_sms_defaults_to_the_device_sm_count():
-    dgemm.utils._reset_num_sms()
+    dgemm.jit.state.reset()
     expected = torch.cuda.get_device_properties(0).multi_processor_count
     assert dgemm.get_num_sms() == expected
 
