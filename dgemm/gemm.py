@@ -13,7 +13,7 @@ import torch
 
 from . import heuristics, kernels, utils
 from .jit import env, state
-from .kernels import portable_fp8
+from .kernels import loader, portable_fp8
 
 FP8 = torch.float8_e4m3fn
 _BLOCK = 128                   # K block of one scale; rows of B per scale
@@ -114,11 +114,13 @@ def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.de
             a, sa, b, sb, d, layout) -> None:
     arch = _device_arch(device.index)
     # The portable kernel as an oracle on Hopper, if asked for; else the device's own family.
-    family = portable_fp8.NAME if env.get_bool("DGEMM_FORCE_PORTABLE") else None
+    forced = env.launch_value("DGEMM_FORCE_PORTABLE") is not None and env.get_bool(
+        "DGEMM_FORCE_PORTABLE")
     spec = heuristics.select(kind, m, n, k, num_groups,
                              num_sms=utils.get_num_sms_for(device.index), arch=arch,
-                             family=family)
-    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout)
+                             family=portable_fp8.NAME if forced else None)
+    kernel = loader.get_kernel(spec, device.index, env.build_fingerprint())
+    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
 
 
 # --- public GEMMs -------------------------------------------------------------------------------

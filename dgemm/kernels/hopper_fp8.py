@@ -17,6 +17,7 @@ import torch
 
 from ..jit import state
 from ..jit.args import ArgLayout, TmaDescriptor
+from .loader import get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec, cpp_bool
 
 NAME = "fp8_gemm"
@@ -374,7 +375,6 @@ def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
     docs/architecture.md). `kernel`: an already loaded build of `spec` (benchmarks comparing
     kernel sources); default: the cached one."""
     if kernel is None:
-        from .loader import get_kernel
         kernel = get_kernel(spec, a.device.index)
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0

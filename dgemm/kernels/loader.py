@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from ..jit import cache, env, runtime, state
+from ..jit import cache, env, state
 from .spec import KernelSpec
 
 _kernels = state.table("loaded_kernels")           # (spec, device, fingerprint) -> kernel
@@ -24,17 +24,20 @@ _key_locks = state.table("loaded_kernels.locks")   # same key -> threading.Lock
 _locks_guard = threading.Lock()
 
 
-def get_kernel(spec: KernelSpec, device_index: Optional[int] = None) -> runtime.LoadedKernel:
-    """The loaded kernel for `spec` on a device (default: current), loaded once per key."""
+def get_kernel(spec: KernelSpec, device_index: Optional[int] = None,
+               fingerprint: Optional[tuple] = None):
+    """The loaded kernel (`runtime.LoadedKernel`) for `spec` on a device (default: current),
+    loaded once per key. `fingerprint`: `env.build_fingerprint()`, if the caller has it."""
     if device_index is None:
         device_index = torch.cuda.current_device()
-    key = (spec, device_index, env.build_fingerprint())
+    key = (spec, device_index, fingerprint or env.build_fingerprint())
     kernel = _kernels.get(key)
     if kernel is not None:
         return kernel
     with _lock_for(key):
         kernel = _kernels.get(key)      # another thread may have loaded it while we waited
         if kernel is None:
+            from ..jit import runtime       # the driver, imported with the first load
             entry = cache.get_entry(spec)
             kernel = runtime.load_cubin(entry.cubin, entry.symbol,
                                         num_threads=spec.num_threads,

@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 
 from ..jit.args import ArgLayout
+from .loader import get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec
 
 NAME = "fp8_gemm_portable"
@@ -83,7 +84,6 @@ def launch(spec: KernelSpec, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor,
     `a` [M, K] or [G, max_m, K] fp8, `sa` MN-major TMA-aligned fp32, `b` [(G,) N, K] fp8,
     `sb` [(G,) ceil(N/128), K/128] fp32, `d` bf16, `layout` m_indices / masked_m / None."""
     if kernel is None:
-        from .loader import get_kernel
         kernel = get_kernel(spec, a.device.index)
     shape_m = a.shape[-2]
     args = ARGS.pack(a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(), d.data_ptr(),
