@@ -26,9 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import dgemm.jit  # noqa: E402
-import dgemm.jit.cache  # noqa: E402
 from dgemm.heuristics import select  # noqa: E402
-from dgemm.jit import compiler  # noqa: E402
+from dgemm.jit import compiler, remote  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 FORK = multiprocessing.get_context("fork")
@@ -43,9 +42,7 @@ def rank_main(node_dir: str, url: str, specs: list, seed: int, delay: float, bar
     os.environ.update(DGEMM_CACHE_DIR=node_dir, DGEMM_REMOTE_CACHE=url)
     if delay:
         os.environ["DGEMM_TEST_PAUSE"] = f"compile:{delay}"
-    dgemm.jit.reset_stats()
-    dgemm.jit.cache.clear_memory()
-    dgemm.jit.cache.reset_tiers()       # the parent's tier must not be shared
+    dgemm.jit.state.reset()             # the parent's tiers (and memory) must not be shared
     order = list(specs)
     random.Random(seed).shuffle(order)
     barrier.wait()
@@ -53,9 +50,9 @@ def rank_main(node_dir: str, url: str, specs: list, seed: int, delay: float, bar
     for spec in order:
         dgemm.jit.ensure_compiled(spec)
     finished = time.perf_counter()     # CLOCK_MONOTONIC: comparable across processes
-    tier = dgemm.jit.cache._remote_tier()
+    tier = remote.from_env()            # the tier the walk used (one per settings)
     results.put(dict(dgemm.jit.stats(), started=started, finished=finished,
-                     wall=finished - started, redis_calls=tier.calls))
+                     wall=finished - started, redis_calls=tier.cache.calls))
 
 
 def one_compile_seconds(specs: list, delay: float) -> float:
@@ -71,7 +68,7 @@ def one_compile_seconds(specs: list, delay: float) -> float:
             dgemm.jit.ensure_compiled(spec)
         seconds = (time.perf_counter() - started) / min(3, len(specs))
         os.environ.pop("DGEMM_TEST_PAUSE", None)
-        dgemm.jit.cache.clear_memory()
+        dgemm.jit.state.reset()
         return seconds
 
 
