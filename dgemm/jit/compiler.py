@@ -260,7 +260,8 @@ class NvccCompiler(Compiler):
     def flags(self, spec) -> tuple:
         number, suffix = _arch_parts(spec)
         return ("-cubin", f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}",
-                "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-DNDEBUG") + _debug_flags(self.debug)
+                "-std=c++17", "-O3", "--expt-relaxed-constexpr",
+                "-DNDEBUG") + _debug_flags(self.debug)
 
     def compile(self, spec, source) -> CompiledKernel:
         with tempfile.TemporaryDirectory(prefix="dgemm-nvcc-") as workdir:
