@@ -1,6 +1,23 @@
-"""dgemm's cluster kernel cache on Redis: the remote tier, single-flight compiles across nodes,
-the circuit breaker that keeps a sick Redis from stalling training, the sync agent and bundles.
+"""A cluster cache of verified blobs on Redis: a store with an index and metadata, single-flight
+builds across nodes (a fenced lease and pub/sub notifications), and a circuit breaker that
+keeps a sick Redis from stalling the application.
 
-`dgemm.jit.cache` finds it through `cache_service.remote_tier.from_env()`; nothing here runs
-unless DGEMM_REMOTE_CACHE is set (or a `dgemm-cache` subcommand asks for it).
+This is the bottom layer: it never imports dgemm (a CPU test parses the imports to keep it so).
+What it needs from the application is injected into `remote_cache.RemoteCache`: a `verify`
+callable, a `describe` callable for the meta hash, an `events` callback for counters, and a
+`settings.RemoteSettings`. Errors derive from `errors.CacheServiceError`.
+
+    errors.py          CacheServiceError, RemoteUnavailable, LeaseNotOwnedError, BuildFailed
+    settings.py        RemoteSettings (timeouts, lease TTL, waits, entry and failure TTLs)
+    client.py          a redis-py client from a URL, every call bounded; `redact(url)`
+    namespace.py       every Redis key name under one prefix
+    lua.py             Lua scripts run by SHA
+    store.py           EntryStore: fetch, store, discard, list (one round trip each)
+    lease.py           Lease (SET NX PX, fenced renew/publish/fail/release) and its Renewer
+    notifications.py   bounded waits on pub/sub channels
+    breaker.py         CircuitBreaker
+    remote_cache.py    RemoteCache: get/download/put and single_flight over all of the above
+
+dgemm builds its RemoteCache in `dgemm.jit.remote`; the sync agent and bundles, which know
+dgemm's entry format and disk tier, live in `dgemm.jobs`.
 """

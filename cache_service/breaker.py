@@ -7,6 +7,8 @@
 While open, calls are refused at once (no network), so a dead or paused Redis costs each
 process one timeout per cool-down instead of one per kernel. One warning per outage; the
 recovery is logged at info. The clock is injectable for tests.
+
+Logs go to the "dgemm.remote" logger, the name users of the cache already configure.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Callable, TypeVar
 
 import redis
 
-from dgemm.jit.errors import DgemmError
+from .errors import RemoteUnavailable
 
 logger = logging.getLogger("dgemm.remote")
 
@@ -25,15 +27,6 @@ CLOSED, OPEN, HALF_OPEN = "closed", "open", "half-open"
 DEFAULT_COOLDOWN_S = 30.0
 
 T = TypeVar("T")
-
-
-class RemoteUnavailable(DgemmError):
-    """The remote cache cannot be used right now: the call failed (`cause` is the Redis error)
-    or the breaker is open and refused it without trying (`cause` is None)."""
-
-    def __init__(self, message: str, cause: BaseException = None):
-        super().__init__(message)
-        self.cause = cause
 
 
 class CircuitBreaker:
@@ -91,7 +84,7 @@ class CircuitBreaker:
             was_closed = self._state == CLOSED
             self._state, self._opened_at, self._probing = OPEN, self._clock(), False
         if was_closed:
-            logger.warning("dgemm: remote cache %s is unavailable (%s: %s); compiling locally "
+            logger.warning("dgemm: remote cache %s is unavailable (%s: %s); building locally "
                            "and trying it again in %g s", self.name, type(error).__name__,
                            error, self.cooldown_s)
         else:

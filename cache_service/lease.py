@@ -21,8 +21,7 @@ from typing import Callable, Optional
 
 import redis
 
-from dgemm.jit.errors import DgemmError
-
+from .errors import LeaseNotOwnedError
 from .lua import LuaScript
 from .namespace import Namespace
 from .store import STORE_BODY, EntryStore
@@ -85,10 +84,6 @@ redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], 'released')
 return 1
 """)
-
-
-class LeaseNotOwnedError(DgemmError):
-    """The lease expired or another node took it over; the operation was not performed."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Names of every Redis key dgemm uses, all under one namespace prefix (default "dgemm"):
+"""Names of every Redis key the cache uses, all under one namespace prefix (default "dgemm"):
 
-    <ns>:entry:<key>     the entry blob (dgemm.jit.entry format)
+    <ns>:entry:<key>     the entry blob (opaque here; the application verifies it)
     <ns>:lease:<key>     token of the node compiling <key> right now (SET NX PX)
     <ns>:fail:<key>      compiler log of a failed compile, kept briefly
     <ns>:notify:<key>    pub/sub channel: "published", "failed" or "released" for <key>
     <ns>:index           sorted set: key -> last use (unix ms), for listing and remote LRU
-    <ns>:meta            hash: key -> small JSON (spec, compiler, arch, size, created)
+    <ns>:meta            hash: key -> small JSON (the application's `describe`, plus size)
     <ns>:counters        hash of cluster-wide counters (hits, misses, publishes, failures)
 
 A single Redis (or a primary with replicas) is assumed; scripts touch several of these keys at

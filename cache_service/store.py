@@ -11,11 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import redis
-
-from dgemm.jit import entry as entry_format
 
 from .lua import LuaScript
 from .namespace import Namespace
@@ -76,22 +74,30 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def meta_of(blob: bytes) -> str:
-    """The small JSON kept in the meta hash, from a (verified) blob's header."""
-    header = entry_format.read_header(blob)
-    spec = header.get("spec") or {}
-    return json.dumps({"spec": spec, "arch": spec.get("arch"), "compiler": header.get("compiler"),
-                       "created": header.get("created"), "bytes": len(blob)},
-                      sort_keys=True, separators=(",", ":"))
+Describe = Callable[[bytes], dict]      # blob -> JSON-able fields for the meta hash
+
+
+def describe_nothing(blob: bytes) -> dict:
+    return {}
 
 
 class EntryStore:
-    """Raw entry operations; they raise `redis.RedisError` and never verify (RemoteTier does)."""
+    """Raw entry operations; they raise `redis.RedisError` and never verify (RemoteCache does).
 
-    def __init__(self, client: redis.Redis, namespace: Namespace, entry_ttl_ms: int = 0):
+    `describe(blob) -> dict` supplies the meta hash's fields for a blob (the application knows
+    its format; this store does not); "bytes" (the blob's size) is added here."""
+
+    def __init__(self, client: redis.Redis, namespace: Namespace, entry_ttl_ms: int = 0,
+                 describe: Describe = describe_nothing):
         self.client = client
         self.ns = namespace
         self.entry_ttl_ms = entry_ttl_ms
+        self.describe = describe
+
+    def meta_of(self, blob: bytes) -> str:
+        """The small JSON kept in the meta hash for `blob`."""
+        return json.dumps(dict(self.describe(blob), bytes=len(blob)), sort_keys=True,
+                          separators=(",", ":"))
 
     def fetch(self, key: str) -> Optional[bytes]:
         return FETCH(self.client, [self.ns.entry(key), self.ns.index, self.ns.counters],
@@ -109,7 +115,7 @@ class EntryStore:
         return [self.ns.entry(key), self.ns.index, self.ns.meta, self.ns.counters]
 
     def store_args(self, key: str, blob: bytes) -> list:
-        return [blob, self.entry_ttl_ms, now_ms(), key, meta_of(blob), self.ns.channel(key)]
+        return [blob, self.entry_ttl_ms, now_ms(), key, self.meta_of(blob), self.ns.channel(key)]
 
     # --- listing -------------------------------------------------------------------------------
     def present(self, keys: list) -> list:

@@ -31,15 +31,13 @@ from typing import Optional
 
 import torch
 
-from cache_service import bundle, sync
-from cache_service.breaker import RemoteUnavailable
-from cache_service.remote_tier import from_env as remote_from_env
+from cache_service.errors import CacheServiceError, RemoteUnavailable
 from dgemm import utils
-from dgemm.jit import compiler, env
+from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
-from dgemm.jobs import cleanup, prewarm
+from dgemm.jobs import bundle, cleanup, prewarm, sync
 from dgemm.jobs.cleanup import format_size
 from dgemm.progress import Progress
 
@@ -67,7 +65,7 @@ def main(argv: Optional[list] = None) -> int:
     except RemoteUnavailable as error:
         print(f"dgemm-cache: remote cache unavailable: {error}", file=sys.stderr)
         return EXIT_NO_REMOTE
-    except DgemmError as error:
+    except (DgemmError, CacheServiceError) as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -156,23 +154,25 @@ def _add_match_flags(parser: argparse.ArgumentParser) -> None:
 # Subcommands
 # ------------------------------------------------------------------------------------------------
 def cmd_stats(args) -> int:
-    disk = _disk()
+    settings = env.Settings.from_env()
+    disk = _disk(settings)
     local = [path.stat().st_size for _, path in disk.iter_entries()]
     report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
               "remote": None}
     status = EXIT_OK
-    tier = _remote(required=False)
+    tier = _remote(settings, required=False)
     if tier is not None:
-        remote = {"url": tier.breaker.name, "namespace": tier.namespace.prefix, "up": False}
+        cache = tier.cache
+        shown = {"url": cache.breaker.name, "namespace": cache.namespace.prefix, "up": False}
         try:
-            listing = tier.call(lambda: list(tier.store.iter_meta()))
-            remote.update(up=True, entries=len(listing),
-                          bytes=sum(int(meta.get("bytes", 0)) for _, meta, _ in listing),
-                          counters=tier.call(tier.store.counters))
+            listing = cache.call(lambda: list(cache.store.iter_meta()))
+            shown.update(up=True, entries=len(listing),
+                         bytes=sum(int(meta.get("bytes", 0)) for _, meta, _ in listing),
+                         counters=cache.call(cache.store.counters))
         except RemoteUnavailable as error:
-            remote["error"] = str(error)
+            shown["error"] = str(error)
             status = EXIT_NO_REMOTE
-        report["remote"] = remote
+        report["remote"] = shown
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.prometheus:
@@ -184,13 +184,14 @@ def cmd_stats(args) -> int:
 
 def cmd_ls(args) -> int:
     rows = []
+    settings = env.Settings.from_env()
     if args.remote:
-        tier = _remote()
-        for key, meta, last_use in tier.call(lambda: list(tier.store.iter_meta())):
+        cache = _remote(settings).cache
+        for key, meta, last_use in cache.call(lambda: list(cache.store.iter_meta())):
             rows.append(_row(key, meta.get("spec") or {}, meta.get("compiler"),
                              meta.get("bytes"), last_use))
     else:
-        for key, path in _disk().iter_entries():
+        for key, path in _disk(settings).iter_entries():
             try:
                 header = entry_format.read_header(path.read_bytes())
             except (OSError, EntryError) as error:
@@ -209,25 +210,28 @@ def cmd_ls(args) -> int:
 
 def cmd_verify(args) -> int:
     report = {"checked": 0, "bad": [], "removed": 0, "where": "remote" if args.remote else "local"}
+    settings = env.Settings.from_env()
     if args.remote:
-        tier = _remote()
-        keys = [key for key, _, _ in tier.call(lambda: list(tier.store.iter_meta()))]
+        # Raw blobs, not `download`: verify reports every problem and removes nothing itself
+        # on --dry-run, where a download would discard a refused blob.
+        cache = _remote(settings).cache
+        keys = [key for key, _, _ in cache.call(lambda: list(cache.store.iter_meta()))]
         progress = _progress("verify", len(keys), args)
         for key in keys:
-            blob = tier.call(lambda: tier.store.client.get(tier.namespace.entry(key)))
+            blob = cache.call(lambda: cache.client.get(cache.namespace.entry(key)))
             if blob is not None:
                 report["checked"] += 1
-                problem = _problem(blob, key, env.cache_secret())
+                problem = _problem(blob, key, settings.secret)
                 if problem:
                     report["bad"].append({"key": key, "problem": problem})
-                    if not args.dry_run and tier.call(lambda: tier.store.discard(key, blob)):
+                    if not args.dry_run and cache.call(lambda: cache.store.discard(key, blob)):
                         report["removed"] += 1
             progress.advance(key[:12])
         progress.close()
         if not args.dry_run:
-            report["stale_index_members_removed"] = tier.call(tier.store.prune)
+            report["stale_index_members_removed"] = cache.call(cache.store.prune)
     else:
-        disk = _disk()
+        disk = _disk(settings)
         entries = list(disk.iter_entries())
         progress = _progress("verify", len(entries), args)
         for key, path in entries:
@@ -252,7 +256,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_push(args) -> int:
-    tier, disk = _remote(), _disk()
+    settings = env.Settings.from_env()
+    tier, disk = _remote(settings), _disk(settings)
     total = sum(1 for _ in disk.iter_entries())
     progress = _progress("push", total, args)
     result = sync.push(tier, disk, progress=progress.advance)
@@ -261,9 +266,11 @@ def cmd_push(args) -> int:
 
 
 def cmd_pull(args) -> int:
-    tier, disk = _remote(), _disk()
-    match = _match(args)
-    total = tier.call(lambda: tier.store.client.hlen(tier.namespace.meta))
+    settings = env.Settings.from_env()
+    tier, disk = _remote(settings), _disk(settings)
+    match = _match(args, settings)
+    cache = tier.cache
+    total = cache.call(lambda: cache.client.hlen(cache.namespace.meta))
     progress = _progress("pull", total, args)
     result = sync.pull(tier, disk, match, progress=progress.advance)
     progress.close()
@@ -271,26 +278,27 @@ def cmd_pull(args) -> int:
 
 
 def cmd_export(args) -> int:
+    settings = env.Settings.from_env()
     if args.remote:
-        tier = _remote()
-        keys = [key for key, _, _ in tier.call(lambda: list(tier.store.iter_meta()))]
+        tier = _remote(settings)
+        keys = [key for key, _, _ in tier.cache.call(lambda: list(tier.cache.store.iter_meta()))]
         fetch = tier.download
     else:
-        disk = _disk()
+        disk = _disk(settings)
         keys = sorted(key for key, _ in disk.iter_entries())
         fetch = disk.get
     unreadable = []
 
-    def verified_blobs():
+    def verified_entries():
         for key in keys:
-            blob = fetch(key)               # verified by the tier; bad entries are removed
-            if blob is None:
+            entry = fetch(key)              # verified by the tier; bad entries are removed
+            if entry is None:
                 unreadable.append(key)
             else:
-                yield key, blob
+                yield entry
 
     progress = _progress("export", len(keys), args)
-    report = bundle.export_bundle(args.file, verified_blobs(), progress=progress.advance)
+    report = bundle.export_bundle(args.file, verified_entries(), progress=progress.advance)
     progress.close()
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
                "refused": len(unreadable)}
@@ -300,17 +308,18 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    disk = _disk()
-    tier = _remote() if args.push else None
+    settings = env.Settings.from_env()
+    disk = _disk(settings)
+    tier = _remote(settings) if args.push else None
     uploaded = []
 
-    def accept(key: str, blob: bytes) -> None:
-        disk.put(key, blob)
+    def accept(entry) -> None:
+        disk.put(entry)
         if tier is not None:
-            tier.put(key, blob)
-            uploaded.append(key)
+            tier.put(entry)
+            uploaded.append(entry.key)
 
-    report = bundle.import_bundle(args.file, env.cache_secret(), accept)
+    report = bundle.import_bundle(args.file, settings.secret, accept)
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
                "refused": report.refused, "pushed": len(uploaded)}
     _print_report(args, summary, f"imported {report.entries} entries ({format_size(report.bytes)}) "
@@ -320,10 +329,11 @@ def cmd_import(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    tier, disk = _remote(), _disk()
+    settings = env.Settings.from_env()
+    tier, disk = _remote(settings), _disk(settings)
     if not args.verbose:
         logging.getLogger("dgemm.remote").setLevel(logging.INFO)
-    agent = sync.SyncAgent(tier, disk, _match(args), reconcile_s=args.reconcile_every)
+    agent = sync.SyncAgent(tier, disk, _match(args, settings), reconcile_s=args.reconcile_every)
     if args.once:
         agent.reconcile()           # Redis down: RemoteUnavailable, exit 3
     else:
@@ -339,21 +349,21 @@ def cmd_sync(args) -> int:
 # ------------------------------------------------------------------------------------------------
 # Helpers
 # ------------------------------------------------------------------------------------------------
-def _disk():
-    return DiskTier(env.cache_dir(), env.cache_secret())
+def _disk(settings: env.Settings) -> DiskTier:
+    return DiskTier(settings.cache_dir, settings.secret)
 
 
-def _remote(required: bool = True):
-    tier = remote_from_env()
+def _remote(settings: env.Settings, required: bool = True) -> Optional[remote.RemoteTier]:
+    tier = remote.tier_for(settings)
     if tier is None and required:
         raise _RemoteMissing()
     return tier
 
 
-def _match(args):
+def _match(args, settings: env.Settings):
     archs = tuple(args.arch) if args.arch else (_this_node_arch(),)
-    return sync.Match(archs=archs,
-                 compiler=None if args.any_compiler else compiler.get_compiler().identity)
+    identity = compiler.get_compiler(settings.compiler, settings.debug).identity
+    return sync.Match(archs=archs, compiler=None if args.any_compiler else identity)
 
 
 def _this_node_arch() -> str:

@@ -28,8 +28,9 @@ def _inherited_dgemm_variables() -> list:
 
 @pytest.fixture(autouse=True)
 def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
-    """An empty cache dir for this test; no inherited DGEMM_* settings; zeroed stats; no disk
-    or remote tier (nor circuit breaker) left over from an earlier test."""
+    """An empty cache dir for this test; no inherited DGEMM_* settings; and no process state
+    (stats, memory tier, disk or remote tier, circuit breaker) left over from an earlier test:
+    one `dgemm.jit.state.reset()`."""
     for name in _inherited_dgemm_variables():
         monkeypatch.delenv(name)
     cache_dir = tmp_path / "dgemm-cache"
@@ -43,10 +44,8 @@ def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
 
 def _reset_jit_state() -> None:
     if "dgemm.jit" in sys.modules:
-        import dgemm.jit.cache
-        dgemm.jit.reset_stats()
-        dgemm.jit.cache.clear_memory()
-        dgemm.jit.cache.reset_tiers()
+        import dgemm.jit.state
+        dgemm.jit.state.reset()
 
 
 @pytest.fixture(scope="session")

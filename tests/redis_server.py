@@ -132,7 +132,7 @@ def make_entry_blob(key: str = "ab" * 32, secret: bytes = None, cubin: bytes = b
     """A well-formed entry blob (dgemm.jit.entry format) for `key`, without compiling."""
     from dgemm.heuristics import select
     from dgemm.jit import entry
-    spec = select("fp8_gemm_nt", 128, 4096, 7168, arch=arch)
+    spec = entry.canonical_spec(select("fp8_gemm_nt", 128, 4096, 7168, arch=arch))
     return entry.pack(entry.Entry(key=key, spec=spec, compiler=compiler, flags=("-O3",),
                                   symbol="_Z6kernelv", cubin=cubin, created=time.time(),
                                   compile_seconds=0.5), secret)

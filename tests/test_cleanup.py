@@ -40,10 +40,11 @@ def put_entry(disk: DiskTier, n: int, compiler: str, hours_unused: float = 0.0) 
     spec = select("fp8_gemm_nt", 128, 256 * n, 512)
     key = f"{n:064x}"
     blob = entry_format.pack(entry_format.Entry(
-        key=key, spec=spec, compiler=compiler, flags=("--gpu-architecture=sm_90a",),
+        key=key, spec=entry_format.canonical_spec(spec), compiler=compiler,
+        flags=("--gpu-architecture=sm_90a",),
         symbol="_Z6kernelv", cubin=bytes([n % 256]) * CUBIN_BYTES, created=time.time(),
         compile_seconds=1.0))
-    disk.put(key, blob)
+    disk.put_blob(key, blob)
     path = disk.entry_path(key)
     age(path, hours_unused)
     return path

@@ -48,13 +48,13 @@ def run_json(capsys, *argv) -> tuple:
 
 # --- stats -------------------------------------------------------------------------------------
 def test_stats_counts_local_entries_and_says_remote_is_not_configured(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     status, report = run_json(capsys, "stats")
     assert status == 0 and report["local"]["entries"] == 1 and report["remote"] is None
 
 
 def test_stats_in_prometheus_format_has_help_type_and_tier_labels(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     status, text = run(capsys, "stats", "--prometheus")
     assert status == 0
     assert "# TYPE dgemm_cache_entries gauge" in text
@@ -64,7 +64,7 @@ def test_stats_in_prometheus_format_has_help_type_and_tier_labels(capsys, disk, 
 
 
 def test_stats_reports_cluster_counters_after_remote_activity(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     run(capsys, "push")
     status, report = run_json(capsys, "stats")
     assert report["remote"]["entries"] == 1 and report["remote"]["counters"]["publishes"] == 1
@@ -78,14 +78,14 @@ def test_stats_with_an_unreachable_redis_exits_3_and_says_remote_is_down(capsys,
 
 # --- ls ----------------------------------------------------------------------------------------
 def test_ls_lists_local_kernels_with_their_spec(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     status, rows = run_json(capsys, "ls")
     assert status == 0 and [(r["key"], r["n"], r["arch"]) for r in rows] == [
         (KEY_A, 4096, "sm_90a")]
 
 
 def test_ls_remote_lists_what_redis_holds(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     run(capsys, "push")
     status, rows = run_json(capsys, "ls", "--remote")
     assert [r["key"] for r in rows] == [KEY_A]
@@ -100,8 +100,8 @@ def _corrupt_local(disk, key):
 
 
 def test_verify_removes_a_corrupt_local_entry_and_exits_1(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
-    disk.put(KEY_B, make_entry_blob(KEY_B))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_B, make_entry_blob(KEY_B))
     _corrupt_local(disk, KEY_B)
     status, report = run_json(capsys, "verify", "--no-progress")
     assert status == 1 and [bad["key"] for bad in report["bad"]] == [KEY_B]
@@ -109,19 +109,19 @@ def test_verify_removes_a_corrupt_local_entry_and_exits_1(capsys, disk):
 
 
 def test_verify_of_a_clean_cache_exits_0(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     assert run(capsys, "verify", "--no-progress")[0] == 0
 
 
 def test_verify_dry_run_keeps_the_corrupt_entry(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     _corrupt_local(disk, KEY_A)
     assert run(capsys, "verify", "--dry-run", "--no-progress")[0] == 1
     assert disk.entry_path(KEY_A).exists()
 
 
 def test_verify_remote_removes_a_tampered_redis_entry(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     run(capsys, "push")
     remote.client().setrange("dgemm:entry:" + KEY_A, 60, b"X")
     status, report = run_json(capsys, "verify", "--remote", "--no-progress")
@@ -131,7 +131,7 @@ def test_verify_remote_removes_a_tampered_redis_entry(capsys, disk, remote):
 
 # --- push / pull -------------------------------------------------------------------------------
 def test_push_uploads_local_only_entries_once(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     assert run_json(capsys, "push", "--no-progress")[1]["copied"] == 1
     assert run_json(capsys, "push", "--no-progress")[1] == {
         "copied": 0, "present": 1, "skipped": 0, "failed": 0, "bytes": 0}
@@ -142,8 +142,8 @@ def test_pull_downloads_entries_for_this_arch_and_skips_others(capsys, disk, rem
                                                                monkeypatch):
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "other-node"))
     other = DiskTier(tmp_path / "other-node")
-    other.put(KEY_A, make_entry_blob(KEY_A, arch="sm_90a"))
-    other.put(KEY_B, make_entry_blob(KEY_B, arch="sm_80"))
+    other.put_blob(KEY_A, make_entry_blob(KEY_A, arch="sm_90a"))
+    other.put_blob(KEY_B, make_entry_blob(KEY_B, arch="sm_80"))
     run(capsys, "push")
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(disk.root))
     status, report = run_json(capsys, "pull", "--arch", "sm_90a", "--no-progress")
@@ -162,7 +162,7 @@ def remote_tier_put(server, key, blob):
     from cache_service.client import connect
     from cache_service.store import EntryStore
     from cache_service.namespace import Namespace
-    EntryStore(connect(server.url), Namespace()).store(key, blob)
+    EntryStore(connect(server.url), Namespace(), describe=entry.describe).store(key, blob)
 
 
 def test_push_without_a_remote_cache_exits_3_and_names_the_variable(capsys, disk):
@@ -171,7 +171,7 @@ def test_push_without_a_remote_cache_exits_3_and_names_the_variable(capsys, disk
 
 
 def test_push_to_a_dead_redis_exits_3(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     remote.kill()
     assert run(capsys, "push", "--no-progress")[0] == cli.EXIT_NO_REMOTE
 
@@ -191,14 +191,14 @@ def test_an_unknown_subcommand_exits_2(capsys):
 # --- export / import ---------------------------------------------------------------------------
 def test_export_then_import_moves_every_entry_to_an_empty_cache(capsys, disk, tmp_path,
                                                                 monkeypatch):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
-    disk.put(KEY_B, make_entry_blob(KEY_B))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_B, make_entry_blob(KEY_B))
     bundle = tmp_path / "kernels.tar"
     assert run_json(capsys, "export", str(bundle), "--no-progress")[1]["entries"] == 2
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "air-gapped"))
     status, report = run_json(capsys, "import", str(bundle))
     assert status == 0 and report["entries"] == 2
-    assert DiskTier(tmp_path / "air-gapped").get(KEY_B) == disk.get(KEY_B)
+    assert DiskTier(tmp_path / "air-gapped").get(KEY_B).blob == disk.get(KEY_B).blob
 
 
 def _tamper_with_bundle(source, target, key):
@@ -212,8 +212,8 @@ def _tamper_with_bundle(source, target, key):
 
 def test_import_refuses_a_tampered_entry_and_writes_only_the_good_ones(capsys, disk, tmp_path,
                                                                        monkeypatch):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
-    disk.put(KEY_B, make_entry_blob(KEY_B))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_B, make_entry_blob(KEY_B))
     run(capsys, "export", str(tmp_path / "good.tar"), "--no-progress")
     _tamper_with_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
@@ -225,7 +225,7 @@ def test_import_refuses_a_tampered_entry_and_writes_only_the_good_ones(capsys, d
 
 def test_import_refuses_unsigned_entries_when_a_secret_is_set(capsys, disk, tmp_path,
                                                               monkeypatch):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     run(capsys, "export", str(tmp_path / "unsigned.tar"), "--no-progress")
     monkeypatch.setenv("DGEMM_CACHE_SECRET", "s3cret")
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
@@ -241,7 +241,7 @@ def test_import_of_a_file_that_is_not_a_bundle_exits_1(capsys, disk, tmp_path):
 
 
 def test_import_with_push_also_uploads(capsys, disk, remote, tmp_path, monkeypatch):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     run(capsys, "export", str(tmp_path / "k.tar"), "--no-progress")
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
     assert run_json(capsys, "import", str(tmp_path / "k.tar"), "--push")[1]["pushed"] == 1
@@ -250,7 +250,7 @@ def test_import_with_push_also_uploads(capsys, disk, remote, tmp_path, monkeypat
 
 # --- sync --------------------------------------------------------------------------------------
 def test_sync_once_pushes_local_entries_and_pulls_remote_ones(capsys, disk, remote):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     remote_tier_put(remote, KEY_B, make_entry_blob(KEY_B))
     status, totals = run_json(capsys, "sync", "--once", "--arch", "sm_90a")
     assert status == 0 and totals["copied"] == 2
@@ -289,7 +289,7 @@ def _wait_for(condition, what: str, timeout_s: float = 30) -> None:
 
 # --- delegated jobs ----------------------------------------------------------------------------
 def test_gc_is_delegated_to_the_cleanup_job(capsys, disk):
-    disk.put(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     status, report = run_json(capsys, "gc", "--dry-run")
     assert status == 0 and "errors" in report
 

@@ -10,6 +10,7 @@ import pytest
 
 import dgemm.jit
 from dgemm.jit import entry as entry_format
+from dgemm.jit import remote
 from dgemm.jit.errors import CacheDirError, MissingKernelError
 from dgemm.jit.tiers import DiskTier
 
@@ -60,7 +61,7 @@ def test_stats_has_exactly_the_documented_counters():
 def test_get_entry_returns_the_cubin_and_its_symbol(test_kernels, spec):
     entry = dgemm.jit.get_entry(spec)
     assert entry.cubin.startswith(b"\x7fELF") and "fp8_gemm_kernel" in entry.symbol
-    assert entry.spec == spec and entry.compiler.startswith("nvrtc ")
+    assert entry.spec == spec.to_json() and entry.compiler.startswith("nvrtc ")
 
 
 def test_a_secret_makes_published_entries_signed(test_kernels, spec, monkeypatch,
@@ -120,17 +121,30 @@ def test_an_unwritable_cache_dir_gives_a_clear_error(test_kernels, spec, monkeyp
 def test_a_new_secret_gets_its_own_remote_tier(monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", "redis://127.0.0.1:1/0")    # never contacted
     monkeypatch.setenv("DGEMM_CACHE_SECRET", "first")
-    first = dgemm.jit.cache._remote_tier()
-    assert dgemm.jit.cache._remote_tier() is first
+    first = remote.from_env()
+    assert remote.from_env() is first
     monkeypatch.setenv("DGEMM_CACHE_SECRET", "second")
-    assert dgemm.jit.cache._remote_tier() is not first
+    assert remote.from_env() is not first
 
 
-def test_reset_tiers_forgets_the_remote_tier_and_its_breaker(monkeypatch):
+def test_state_reset_forgets_the_remote_tier_and_its_breaker(monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", "redis://127.0.0.1:1/0")
-    first = dgemm.jit.cache._remote_tier()
-    dgemm.jit.cache.reset_tiers()
-    assert dgemm.jit.cache._remote_tier() is not first
+    first = remote.from_env()
+    dgemm.jit.state.reset()
+    assert remote.from_env() is not first
+
+
+def test_state_reset_forgets_the_memory_tier_and_the_counters(warm_cache, spec):
+    dgemm.jit.ensure_compiled(spec)
+    dgemm.jit.state.reset()
+    assert dgemm.jit.ensure_compiled_outcome(spec).source == "disk"
+    assert dgemm.jit.stats()["disk_hits"] == 1
+
+
+def test_reset_stats_keeps_the_memory_tier(warm_cache, spec):
+    dgemm.jit.ensure_compiled(spec)
+    dgemm.jit.reset_stats()
+    assert dgemm.jit.ensure_compiled_outcome(spec).source == "memory"
 
 
 def test_importing_dgemm_jit_leaves_the_gpu_runtime_unloaded(python_subprocess):

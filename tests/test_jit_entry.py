@@ -12,7 +12,8 @@ OTHER_KEY = "cd" * 32
 @pytest.fixture
 def sample():
     return entry_format.Entry(
-        key=KEY, spec=select("fp8_gemm_nt", 64, 2112, 7168), compiler="nvrtc 13.0",
+        key=KEY, spec=entry_format.canonical_spec(select("fp8_gemm_nt", 64, 2112, 7168)),
+        compiler="nvrtc 13.0",
         flags=("--gpu-architecture=sm_90a", "-std=c++17"), symbol="_Z6kernelv",
         cubin=bytes(range(256)) * 40, created=1700000000.5, compile_seconds=1.25)
 
@@ -76,3 +77,24 @@ def test_a_re_signed_tampered_cubin_is_still_caught_by_the_hmac(sample):
 def test_read_header_exposes_the_metadata_without_the_cubin(sample):
     header = entry_format.read_header(entry_format.pack(sample))
     assert (header["key"], header["size"], header["symbol"]) == (KEY, 10240, "_Z6kernelv")
+
+
+def test_the_spec_is_kept_as_the_specs_canonical_json(sample):
+    spec = select("fp8_gemm_nt", 64, 2112, 7168)
+    unpacked = entry_format.unpack(entry_format.pack(sample), KEY)
+    assert unpacked.spec == spec.to_json() and unpacked.spec_fields["arch"] == "sm_90a"
+
+
+def test_an_unpacked_entry_holds_the_blob_it_was_verified_from(sample):
+    blob = entry_format.pack(sample, b"secret")
+    assert entry_format.unpack(blob, KEY, b"secret").blob == blob
+
+
+def test_sealing_packs_the_entry_and_keeps_the_blob(sample):
+    sealed = entry_format.seal(sample, b"secret")
+    assert sealed == sample and sealed.blob == entry_format.pack(sample, b"secret")
+
+
+def test_describe_reads_spec_arch_and_compiler_from_the_header(sample):
+    described = entry_format.describe(entry_format.pack(sample))
+    assert (described["arch"], described["compiler"]) == ("sm_90a", "nvrtc 13.0")

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 import dgemm.jit
-import dgemm.jit.cache
 from dgemm.heuristics import select
-from dgemm.jit import compiler, entry, key as key_module
+from dgemm.jit import compiler, entry, key as key_module, remote
 from dgemm.jit.tiers import DiskTier
 from redis_server import redis_server  # noqa: F401
 
@@ -57,9 +56,7 @@ def _start_rank(node_dir: Path, target, *args, extra_env: dict = None):
 def _rank_main(node_dir, extra_env, results, target, args):
     os.environ["DGEMM_CACHE_DIR"] = node_dir
     os.environ.update(extra_env)
-    dgemm.jit.reset_stats()
-    dgemm.jit.cache.clear_memory()
-    dgemm.jit.cache.reset_tiers()     # a fork must not reuse the parent's breaker
+    dgemm.jit.state.reset()     # a fork must not reuse the parent's tiers or breaker
     try:
         results.put(("ok", target(*args)))
     except BaseException as error:                 # report, so the test shows the cause
@@ -89,13 +86,7 @@ def _compile_all(specs, barrier=None, seed=0):
 
 def _verified_on_disk(specs) -> int:
     disk = DiskTier(dgemm.jit.env.cache_dir(), dgemm.jit.env.cache_secret())
-    count = 0
-    for spec in specs:
-        blob = disk.get(key_of(spec))
-        if blob is not None:
-            entry.unpack(blob, key_of(spec), dgemm.jit.env.cache_secret())
-            count += 1
-    return count
+    return sum(disk.get(key_of(spec)) is not None for spec in specs)     # get verifies
 
 
 # --- the cold start ------------------------------------------------------------------------------
@@ -136,7 +127,9 @@ def test_a_waiter_takes_over_when_the_compiling_process_is_killed(cluster_env, t
     assert all(r["verified"] == 1 for r in reports)
     assert sum(r["stats"]["compiles"] for r in reports) == 1
     compile_s = max(r["stats"]["compile_seconds"] for r in reports)
-    assert max(r["slowest"] for r in reports) < 0.5 + LEASE_TTL_S + compile_s + 1.0
+    # The waiters took over when the dead owner's lease expired, not after DGEMM_REMOTE_WAIT
+    # (300 s by default): generous slack for a loaded machine, far below that fallback.
+    assert max(r["slowest"] for r in reports) < 0.5 + LEASE_TTL_S + compile_s + 20
 
 
 # --- Redis dies or freezes mid-run ---------------------------------------------------------------
@@ -146,9 +139,9 @@ def _compile_through_an_outage(first, second, outage_over, barrier):
     outage_over.wait(timeout=60)
     time.sleep(0.4)                     # past the breaker's cool-down
     after = _compile_all(second)
-    tier = dgemm.jit.cache._remote_tier()
-    return {"during": during, "after": after, "breaker": tier.breaker.state,
-            "pending": tier.pending_uploads}
+    cache = remote.from_env().cache       # the tier the walk used (one per settings)
+    return {"during": during, "after": after, "breaker": cache.breaker.state,
+            "pending": cache.pending_uploads}
 
 
 @pytest.mark.parametrize("outage", ["killed", "paused"])
@@ -222,8 +215,7 @@ def test_a_bad_remote_value_is_refused_recompiled_and_never_reaches_disk(
     if damage == "unsigned-with-secret":
         monkeypatch.setenv("DGEMM_CACHE_SECRET", "s3cret")
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(fresh_dgemm_cache.parent / "fresh-node"))
-    dgemm.jit.cache.clear_memory()
-    dgemm.jit.reset_stats()
+    dgemm.jit.state.reset()
     client = cluster_env.client()
     client.set("dgemm:entry:" + key, bad)
 

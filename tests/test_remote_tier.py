@@ -1,6 +1,7 @@
-"""RemoteTier against a real redis-server: verification, single flight, failure replay,
-breaker fallback and deferred uploads. Builds are plain functions here; the end-to-end tests
-through dgemm.jit.ensure_compiled are in test_remote_cluster.py."""
+"""dgemm's RemoteTier (cache_service's RemoteCache with dgemm's verify, describe and counters)
+against a real redis-server: verification, single flight, failure replay, breaker fallback
+and deferred uploads. Builds are plain functions here; the end-to-end tests through
+dgemm.jit.ensure_compiled are in test_remote_cluster.py."""
 from __future__ import annotations
 
 import threading
@@ -10,11 +11,11 @@ import pytest
 
 import dgemm.jit
 from cache_service.breaker import CLOSED, OPEN
-from cache_service.client import connect, redact
-from cache_service.namespace import Namespace
-from cache_service.remote_tier import RemoteTier, from_env
+from cache_service.client import redact
 from cache_service.settings import RemoteSettings
+from dgemm.jit import entry
 from dgemm.jit.errors import CompileError, ConfigError
+from dgemm.jit.remote import RemoteTier, from_env
 from redis_server import RedisServer, make_entry_blob, redis_server  # noqa: F401
 
 KEY = "d1" * 32
@@ -24,20 +25,26 @@ FAST = RemoteSettings(timeout_s=0.5, cooldown_s=60, lease_ttl_s=1.0, max_wait_s=
 
 
 def make_tier(server, secret=None, settings=FAST) -> RemoteTier:
-    return RemoteTier(connect(server.url, settings.timeout_s), Namespace("t"), secret, settings,
-                      name=server.url)
+    return RemoteTier.connect(server.url, "t", settings, secret)
 
 
 class CountingBuild:
+    """A build that returns the Entry of `blob` (as a compile returns a sealed Entry)."""
+
     def __init__(self, blob: bytes, seconds: float = 0.0, error: Exception = None):
         self.blob, self.seconds, self.error, self.count = blob, seconds, error, 0
 
-    def __call__(self) -> bytes:
+    def __call__(self) -> entry.Entry:
         self.count += 1
         time.sleep(self.seconds)
         if self.error is not None:
             raise self.error
-        return self.blob
+        return entry.unpack(self.blob, entry.read_header(self.blob)["key"])
+
+
+def blob_of(result) -> bytes:
+    """The published blob of single_flight's (Entry, built here)."""
+    return result[0].blob
 
 
 # --- get / put -----------------------------------------------------------------------------------
@@ -47,8 +54,8 @@ def test_a_missing_key_is_a_miss(redis_server):
 
 def test_a_put_entry_comes_back_verified_and_counts_a_remote_hit(redis_server):
     tier, blob = make_tier(redis_server), make_entry_blob(KEY)
-    tier.put(KEY, blob)
-    assert tier.get(KEY) == blob
+    tier.put(entry.unpack(blob, KEY))
+    assert tier.get(KEY).blob == blob
     assert dgemm.jit.stats()["remote_hits"] == 1
 
 
@@ -75,20 +82,20 @@ def test_an_unsigned_entry_is_refused_when_a_secret_is_set(redis_server):
 
 def test_an_entry_signed_with_the_secret_is_accepted(redis_server):
     tier, blob = make_tier(redis_server, secret=SECRET), make_entry_blob(KEY, secret=SECRET)
-    tier.put(KEY, blob)
-    assert tier.get(KEY) == blob
+    tier.put(entry.unpack(blob, KEY, SECRET))
+    assert tier.get(KEY).blob == blob
 
 
 def test_a_refused_value_replaced_meanwhile_is_not_deleted(redis_server):
     tier, good = make_tier(redis_server), make_entry_blob(KEY)
-    tier.put(KEY, good)
-    assert tier.store.discard(KEY, _flip_a_bit(good)) is False
+    tier.put(entry.unpack(good, KEY))
+    assert tier.cache.store.discard(KEY, _flip_a_bit(good)) is False
     assert redis_server.client().get("t:entry:" + KEY) == good
 
 
 def test_a_hit_refreshes_the_entry_ttl(redis_server):
     tier = make_tier(redis_server, settings=RemoteSettings(entry_ttl_s=100))
-    tier.put(KEY, make_entry_blob(KEY))
+    tier.put(entry.unpack(make_entry_blob(KEY), KEY))
     redis_server.client().pexpire("t:entry:" + KEY, 1000)
     tier.get(KEY)
     assert redis_server.client().pttl("t:entry:" + KEY) > 90_000
@@ -98,45 +105,54 @@ def test_get_never_raises_when_redis_is_down(redis_server):
     tier = make_tier(redis_server)
     redis_server.kill()
     assert tier.get(KEY) is None
-    assert tier.breaker.state == OPEN
+    assert tier.cache.breaker.state == OPEN
 
 
 # --- single flight -----------------------------------------------------------------------------
 def test_a_miss_is_built_once_and_published(redis_server):
     tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
-    assert tier.single_flight(KEY, build) == build.blob
-    assert build.count == 1
+    built, here = tier.single_flight(KEY, build)
+    assert here is True and built.blob == build.blob and build.count == 1
     assert redis_server.client().get("t:entry:" + KEY) == build.blob
 
 
 def test_a_published_entry_is_downloaded_instead_of_built(redis_server):
-    make_tier(redis_server).put(KEY, make_entry_blob(KEY))
+    make_tier(redis_server).put(entry.unpack(make_entry_blob(KEY), KEY))
     build = CountingBuild(make_entry_blob(KEY))
-    make_tier(redis_server).single_flight(KEY, build)
+    assert make_tier(redis_server).single_flight(KEY, build)[1] is False
     assert build.count == 0
 
 
 def test_a_waiter_gets_the_owners_blob_when_it_is_published(redis_server):
+    # A 60 s lease: a waiter that missed the notification would sleep until its 20 s re-check.
+    slow_recheck = RemoteSettings(timeout_s=2.0, cooldown_s=60, lease_ttl_s=60.0, max_wait_s=120)
     blob = make_entry_blob(KEY)
     owner_build, waiter_build = CountingBuild(blob, seconds=0.5), CountingBuild(blob)
-    owner = threading.Thread(target=make_tier(redis_server).single_flight,
+    owner = threading.Thread(target=make_tier(redis_server, settings=slow_recheck).single_flight,
                              args=(KEY, owner_build))
     owner.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while not redis_server.client().exists("t:lease:" + KEY):
+        assert time.monotonic() < deadline, "the owner never took the lease"
+        time.sleep(0.01)
     started = time.monotonic()
-    assert make_tier(redis_server).single_flight(KEY, waiter_build) == blob
+    got = make_tier(redis_server, settings=slow_recheck).single_flight(KEY, waiter_build)
     owner.join()
+    assert got[0].blob == blob and got[1] is False
     assert (owner_build.count, waiter_build.count) == (1, 0)
-    assert time.monotonic() - started < 0.5     # woken by the notification, not a re-check
+    assert time.monotonic() - started < 10      # woken by the notification, not the re-check
     assert dgemm.jit.stats()["waits"] == 1
 
 
 def test_a_waiter_takes_over_when_the_owner_dies_without_publishing(redis_server):
-    redis_server.client().set("t:lease:" + KEY, "dead-owner", px=600)
+    # The dead owner's lease runs 1 s more; a waiter that did not wake when it expired would
+    # sleep until its 20 s re-check (60 s lease TTL) or its 120 s maximum wait.
+    slow_recheck = RemoteSettings(timeout_s=2.0, cooldown_s=60, lease_ttl_s=60.0, max_wait_s=120)
+    redis_server.client().set("t:lease:" + KEY, "dead-owner", px=1000)
     build = CountingBuild(make_entry_blob(KEY))
     started = time.monotonic()
-    make_tier(redis_server).single_flight(KEY, build)
-    assert build.count == 1 and time.monotonic() - started < 0.6 + 0.5
+    assert make_tier(redis_server, settings=slow_recheck).single_flight(KEY, build)[1] is True
+    assert build.count == 1 and time.monotonic() - started < 10
 
 
 def test_an_owner_that_raises_releases_the_lease_at_once(redis_server):
@@ -154,6 +170,9 @@ def test_a_compile_failure_is_replayed_to_other_nodes_with_its_log(redis_server)
     with pytest.raises(CompileError) as replayed:
         make_tier(redis_server).single_flight(KEY, other)
     assert other.count == 0 and replayed.value.log == "x.cu(3): error"
+    message = str(replayed.value)
+    assert "nvrtc: 1 error" in message and "failed on another node" in message
+    assert "DGEMM_REMOTE_FAIL_TTL" in message
 
 
 def test_a_failure_without_a_compiler_log_is_not_replayed(redis_server):
@@ -166,24 +185,28 @@ def test_a_failure_without_a_compiler_log_is_not_replayed(redis_server):
 
 
 def test_a_waiter_gives_up_after_the_max_wait_and_builds_locally(redis_server):
+    # The owner holds its lease for 60 s more and the re-check is every 20 s: only the 1 s
+    # maximum wait can end the wait within the bound.
     redis_server.client().set("t:lease:" + KEY, "slow-owner", px=60_000)
-    settings = RemoteSettings(timeout_s=0.5, lease_ttl_s=1.0, max_wait_s=0.4)
+    settings = RemoteSettings(timeout_s=2.0, lease_ttl_s=60.0, max_wait_s=1.0)
     build = CountingBuild(make_entry_blob(KEY))
     started = time.monotonic()
     make_tier(redis_server, settings=settings).single_flight(KEY, build)
-    assert build.count == 1 and time.monotonic() - started < 0.4 + 0.5
+    assert build.count == 1 and 1.0 <= time.monotonic() - started < 10
 
 
 # --- Redis trouble -----------------------------------------------------------------------------
 def test_a_dead_redis_falls_back_to_building_locally_and_opens_the_breaker(redis_server):
     tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
     redis_server.kill()
-    assert tier.single_flight(KEY, build) == build.blob
-    assert tier.breaker.state == OPEN and dgemm.jit.stats()["remote_errors"] == 1
+    assert blob_of(tier.single_flight(KEY, build)) == build.blob
+    assert tier.cache.breaker.state == OPEN and dgemm.jit.stats()["remote_errors"] == 1
 
 
 def test_a_paused_redis_costs_at_most_one_timeout(redis_server):
-    tier, build = make_tier(redis_server), CountingBuild(make_entry_blob(KEY))
+    one_timeout = RemoteSettings(timeout_s=2.0, cooldown_s=60, lease_ttl_s=1.0, max_wait_s=10)
+    tier = make_tier(redis_server, settings=one_timeout)
+    build = CountingBuild(make_entry_blob(KEY))
     tier.get("00" * 32)          # an established connection, as in a running job
     redis_server.pause()
     try:
@@ -192,16 +215,19 @@ def test_a_paused_redis_costs_at_most_one_timeout(redis_server):
         elapsed = time.monotonic() - started
     finally:
         redis_server.resume()
-    assert build.count == 1 and elapsed < FAST.timeout_s + 0.3
+    # One call timed out and opened the breaker, which refused the rest without trying.
+    assert build.count == 1 and dgemm.jit.stats()["remote_errors"] == 1
+    assert tier.cache.breaker.state == OPEN and elapsed < 2 * one_timeout.timeout_s
 
 
 def test_an_open_breaker_skips_redis_entirely(redis_server):
     tier = make_tier(redis_server)
     redis_server.kill()
     tier.single_flight("00" * 32, CountingBuild(make_entry_blob("00" * 32)))
-    started = time.monotonic()
-    tier.single_flight(KEY, CountingBuild(make_entry_blob(KEY)))
-    assert time.monotonic() - started < 0.05
+    requests_sent = tier.cache.calls
+    build = CountingBuild(make_entry_blob(KEY))
+    tier.single_flight(KEY, build)
+    assert build.count == 1 and tier.cache.calls == requests_sent     # no request at all
 
 
 def test_entries_built_during_an_outage_are_uploaded_when_redis_returns(redis_server):
@@ -209,12 +235,12 @@ def test_entries_built_during_an_outage_are_uploaded_when_redis_returns(redis_se
     tier, blob = make_tier(redis_server, settings=settings), make_entry_blob(KEY)
     redis_server.kill()
     tier.single_flight(KEY, CountingBuild(blob))
-    assert tier.pending_uploads == 1
+    assert tier.cache.pending_uploads == 1
     redis_server.start()
     time.sleep(0.3)
     other = "f0" * 32
     tier.single_flight(other, CountingBuild(make_entry_blob(other)))
-    assert tier.breaker.state == CLOSED and tier.pending_uploads == 0
+    assert tier.cache.breaker.state == CLOSED and tier.cache.pending_uploads == 0
     assert redis_server.client().get("t:entry:" + KEY) == blob
     assert redis_server.client().exists("t:entry:" + other)
 
@@ -228,9 +254,9 @@ def test_from_env_reads_url_namespace_and_bounds(monkeypatch, redis_server):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
     monkeypatch.setenv("DGEMM_REMOTE_NAMESPACE", "team-a")
     monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.25")
-    tier = from_env()
-    assert tier.namespace.prefix == "team-a" and tier.settings.timeout_s == 0.25
-    assert tier.client.connection_pool.connection_kwargs["socket_timeout"] == 0.25
+    cache = from_env().cache
+    assert cache.namespace.prefix == "team-a" and cache.settings.timeout_s == 0.25
+    assert cache.client.connection_pool.connection_kwargs["socket_timeout"] == 0.25
 
 
 def test_a_malformed_timeout_names_the_variable(monkeypatch, redis_server):
@@ -245,7 +271,7 @@ def test_an_acl_user_from_the_url_can_publish_and_download(tmp_path):
     try:
         tier, build = make_tier(server), CountingBuild(make_entry_blob(KEY))
         tier.single_flight(KEY, build)
-        assert make_tier(server).get(KEY) == build.blob
+        assert make_tier(server).get(KEY).blob == build.blob
     finally:
         server.stop()
 
@@ -253,11 +279,10 @@ def test_an_acl_user_from_the_url_can_publish_and_download(tmp_path):
 def test_a_rejected_password_opens_the_breaker_and_the_build_runs_locally(tmp_path):
     server = RedisServer(tmp_path / "acl", user=("trainer", "pa55word")).start()
     try:
-        wrong = RemoteTier(connect(server.url.replace("pa55word", "guess")), Namespace("t"),
-                           None, FAST, name="wrong-password")
+        wrong = RemoteTier.connect(server.url.replace("pa55word", "guess"), "t", FAST, None)
         build = CountingBuild(make_entry_blob(KEY))
-        assert wrong.single_flight(KEY, build) == build.blob
-        assert wrong.breaker.state == OPEN and build.count == 1
+        assert blob_of(wrong.single_flight(KEY, build)) == build.blob
+        assert wrong.cache.breaker.state == OPEN and build.count == 1
     finally:
         server.stop()
 
@@ -266,8 +291,8 @@ def test_a_rediss_url_with_a_ca_certificate_talks_tls(tmp_path):
     server = RedisServer(tmp_path / "tls", tls=True).start()
     try:
         tier, blob = make_tier(server), make_entry_blob(KEY)
-        tier.put(KEY, blob)
-        assert tier.get(KEY) == blob and tier.breaker.state == CLOSED
+        tier.put(entry.unpack(blob, KEY))
+        assert tier.get(KEY).blob == blob and tier.cache.breaker.state == CLOSED
     finally:
         server.stop()
 

@@ -1,18 +1,22 @@
 """dgemm's generic JIT: kernel spec -> source -> key -> tiers (memory, disk, remote) -> cubin.
 
+It knows nothing about GEMMs (a CPU test keeps it from importing the layers above it); a spec
+is any object of the protocol described in `cache.py`. Process state lives in `state.py`
+(`state.reset()` forgets all of it); `reset_stats()` zeroes the counters only.
+
 Importing this package needs neither a GPU nor libcuda; `get_kernel` (which loads cubins on a
 device) is imported from runtime.py only when first used.
 """
-from . import stats
-from .cache import ensure_compiled, get_entry
+from . import state, stats
+from .cache import Outcome, ensure_compiled, ensure_compiled_outcome, get_entry
 from .errors import (CacheDirError, CompileError, CompileLockTimeout, DgemmError, EntryError,
                      MissingKernelError)
 
 reset_stats = stats.reset
 
-__all__ = ["ensure_compiled", "get_entry", "get_kernel", "stats", "reset_stats", "DgemmError",
-           "CompileError", "MissingKernelError", "CacheDirError", "CompileLockTimeout",
-           "EntryError"]
+__all__ = ["ensure_compiled", "ensure_compiled_outcome", "Outcome", "get_entry", "get_kernel",
+           "stats", "reset_stats", "state", "DgemmError", "CompileError", "MissingKernelError",
+           "CacheDirError", "CompileLockTimeout", "EntryError"]
 
 
 def __getattr__(name):

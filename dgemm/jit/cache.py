@@ -1,86 +1,106 @@
 """Walk the tiers for a spec: memory -> disk -> [per-key file lock, disk again] -> remote
 single flight or compile -> publish to disk and memory. GPU-free: prewarm hosts call it too.
 
+    ensure_compiled_outcome(spec) -> Outcome   key, where the entry came from, compile seconds
+    ensure_compiled(spec) -> key               the same walk, for callers that need the key only
+    get_entry(spec) -> Entry                   the same walk, for loaders that need the cubin
+
+Each call reads `env.Settings` once at its start (the secret file included) and hands it down;
+tiers verify what they read exactly once and hand up the Entry, and a fresh compile is sealed
+and published without being verified again.
+
 Only the holder of a key's node-local lock compiles or talks to the remote tier for that key, so
-a node compiles a kernel once however many ranks ask, and Redis load scales with nodes.
+a node compiles a kernel once however many ranks ask, and Redis load scales with nodes. No
+process-wide lock is held across a compile, a disk wait or a remote wait: threads asking for
+different keys never queue behind each other; threads asking for the same key queue on its
+file lock.
+
+A spec is any object with `to_json()` (canonical), `arch` and what `source.render` and the
+compilers use (`header`, `cpp_instance()`); its class or module defines FORMAT_VERSION (see
+`key.spec_format`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-import threading
 import time
+from typing import Optional
 
 import filelock
 
 from . import compiler as compiler_module
 from . import entry as entry_format
-from . import env, key as key_module, source, stats
+from . import env, key as key_module, remote, source, state, stats
 from .entry import Entry
+from .env import Settings
 from .errors import CompileLockTimeout, MissingKernelError
-from .tiers import DiskTier, MemoryTier
+from .logs import logger, warning_once
+from .tiers import DiskTier, MemoryTier, disk_tier
 
-logger = logging.getLogger("dgemm.jit")
+MEMORY, DISK, REMOTE, COMPILED = "memory", "disk", "remote", "compiled"
 
-_memory = MemoryTier()
-_state_lock = threading.Lock()
-_disk_tiers: dict = {}          # (root, secret) -> DiskTier, so "log once" holds per process
-_remote_tiers: dict = {}        # (url, namespace, secret) -> RemoteTier or None; keeps breaker state
-_warned: set = set()
-
-
-def ensure_compiled(spec) -> str:
-    """Make sure some tier holds the kernel for `spec`; return its key. Never touches a GPU."""
-    key, _ = _find_or_build(spec)
-    return key
+_memory = MemoryTier(state.table("jit.memory_tier"))
+# NOTES: source.py (owned elsewhere) still keeps its csrc digests in a module dict; until it
+# moves them into a state table, state.reset() clears them through this hook.
+state.on_reset("jit.csrc_digests", source.clear_digest_cache)
 
 
-def get_entry(spec) -> Entry:
-    """The verified entry (cubin, symbol, ...) for `spec`, compiling it if needed."""
-    key, blob = _find_or_build(spec)
-    return entry_format.unpack(blob, key, env.cache_secret())
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one walk did for one spec."""
+    key: str
+    source: str                  # MEMORY | DISK | REMOTE | COMPILED: the tier that answered
+    entry: Entry                 # verified (or built here), with its blob
+    compile_seconds: float = 0.0  # this process's compile time; 0.0 unless source == COMPILED
 
 
-def clear_memory() -> None:
-    """Drop this process's memory tier (tests; tools that switch cache dirs)."""
-    _memory.clear()
-
-
-def reset_tiers() -> None:
-    """Forget this process's disk and remote tier objects (and with them the circuit breaker's
-    state), so the next call builds them afresh from the environment. For tests, and for a
-    forked child that must not share its parent's Redis connections. Drops references only;
-    closes nothing the parent may still use."""
-    with _state_lock:
-        _disk_tiers.clear()
-        _remote_tiers.clear()
-
-
-# ------------------------------------------------------------------------------------------------
-def _find_or_build(spec) -> tuple:
-    compiler = compiler_module.get_compiler()
+def ensure_compiled_outcome(spec, settings: Optional[Settings] = None) -> Outcome:
+    """Make sure some tier holds the kernel for `spec` and say where it came from. Never
+    touches a GPU. `settings` defaults to `Settings.from_env()`, read once here."""
+    settings = settings or Settings.from_env()
+    compiler = compiler_module.get_compiler(settings.compiler, settings.debug)
     rendered = source.render(spec)
     key = key_module.key(spec, compiler, rendered)
     started = time.perf_counter()
 
-    blob = _memory.get(key)
-    if blob is not None:
+    entry = _memory.get(key)
+    if entry is not None:
         stats.incr("memory_hits")
-        return key, blob
+        return Outcome(key, MEMORY, entry)
 
-    disk = _disk_tier()
-    blob = disk.get(key)
-    if blob is not None:
+    disk = disk_tier(settings.cache_dir, settings.secret)
+    entry = disk.get(key)
+    if entry is not None:
         stats.incr("disk_hits")
         _debug("disk hit", key, started)
-    elif env.disable_jit():
-        blob = _fetch_without_compiling(spec, key, disk)
+        outcome = Outcome(key, DISK, entry)
+    elif settings.disable_jit:
+        outcome = _fetch_without_compiling(spec, key, disk, settings)
     else:
-        blob = _build_under_lock(spec, key, compiler, rendered, disk)
-    _memory.put(key, blob)
-    return key, blob
+        outcome = _build_under_lock(spec, key, compiler, rendered, disk, settings)
+    _memory.put(outcome.entry)
+    return outcome
 
 
-def _build_under_lock(spec, key, compiler, rendered, disk: DiskTier) -> bytes:
+def ensure_compiled(spec, settings: Optional[Settings] = None) -> str:
+    """Make sure some tier holds the kernel for `spec`; return its key. Never touches a GPU."""
+    return ensure_compiled_outcome(spec, settings).key
+
+
+def get_entry(spec, settings: Optional[Settings] = None) -> Entry:
+    """The verified entry (cubin, symbol, ...) for `spec`, compiling it if needed."""
+    return ensure_compiled_outcome(spec, settings).entry
+
+
+def clear_memory() -> None:
+    """Drop this process's memory tier only (tools that compare two csrc trees of one spec;
+    everything else uses `state.reset()`)."""
+    _memory.clear()
+
+
+# ------------------------------------------------------------------------------------------------
+def _build_under_lock(spec, key, compiler, rendered, disk: DiskTier,
+                      settings: Settings) -> Outcome:
     disk.ensure_dirs()
     lock = filelock.FileLock(str(disk.lock_path(key)), mode=0o600)
     try:
@@ -88,104 +108,66 @@ def _build_under_lock(spec, key, compiler, rendered, disk: DiskTier) -> bytes:
     except filelock.Timeout:
         # Someone on this node is compiling this key: wait for them instead of compiling too.
         stats.incr("waits")
-        timeout = env.lock_timeout()
         try:
-            lock.acquire(timeout=timeout)
+            lock.acquire(timeout=settings.lock_timeout)
         except filelock.Timeout:
             raise CompileLockTimeout(
-                f"waited {timeout:g} s for another process compiling key {key} (lock "
-                f"{disk.lock_path(key)}). Raise DGEMM_LOCK_TIMEOUT if compiles are that slow, or "
-                f"find the process holding the lock.") from None
+                f"waited {settings.lock_timeout:g} s for another process compiling key {key} "
+                f"(lock {disk.lock_path(key)}). Raise DGEMM_LOCK_TIMEOUT if compiles are that "
+                f"slow, or find the process holding the lock.") from None
     try:
         # Another process may have published the entry while we waited for the lock.
-        blob = disk.get(key)
-        if blob is not None:
+        entry = disk.get(key)
+        if entry is not None:
             stats.incr("disk_hits")
-            return blob
+            return Outcome(key, DISK, entry)
         started = time.perf_counter()
 
-        def build() -> bytes:
-            return _compile(spec, key, compiler, rendered)
+        def build() -> Entry:
+            return _compile(spec, key, compiler, rendered, settings.secret)
 
-        remote = _remote_tier()
-        blob = build() if remote is None else remote.single_flight(key, build)
-        # Whatever the remote tier hands back is verified again before it reaches disk.
-        entry_format.unpack(blob, key, env.cache_secret())
-        disk.put(key, blob)
-        _debug("built and published", key, started)
-        return blob
+        tier = remote.tier_for(settings)
+        if tier is None:
+            entry, built = build(), True
+        else:
+            entry, built = tier.single_flight(key, build)
+        disk.put(entry)
+        _debug("built and published" if built else "downloaded and published", key, started)
+        if built:
+            return Outcome(key, COMPILED, entry, entry.compile_seconds)
+        return Outcome(key, REMOTE, entry)
     finally:
         lock.release()
 
 
-def _fetch_without_compiling(spec, key, disk: DiskTier) -> bytes:
+def _fetch_without_compiling(spec, key, disk: DiskTier, settings: Settings) -> Outcome:
     """DGEMM_DISABLE_JIT: a kernel may come from any cache tier but is never compiled."""
-    remote = _remote_tier()
-    blob = remote.get(key) if remote is not None else None
-    if blob is None:
+    tier = remote.tier_for(settings)
+    entry = tier.get(key) if tier is not None else None
+    if entry is None:
         raise MissingKernelError(spec, key)
     try:
-        disk.put(key, blob)
+        disk.put(entry)
     except Exception as error:      # a read-only prewarmed cache is fine when JIT is off
-        _warn_once(f"put:{disk.root}", "dgemm: cannot write %s (%s); serving from memory",
+        warning_once(f"put:{disk.root}", "dgemm: cannot write %s (%s); serving from memory",
                    disk.root, error)
-    return blob
+    return Outcome(key, REMOTE, entry)
 
 
-def _compile(spec, key, compiler, rendered) -> bytes:
+def _compile(spec, key, compiler, rendered, secret) -> Entry:
     env.pause_for_tests("compile")
     compiled = compiler.compile(spec, rendered)
     stats.incr("compiles")
     stats.incr("compile_seconds", compiled.seconds)
     logger.info("dgemm: compiled %s (key %s) with %s in %.2f s", spec.cpp_instance(),
                 key[:12], compiler.identity, compiled.seconds)
-    entry = Entry(key=key, spec=spec, compiler=compiler.identity, flags=compiler.flags(spec),
-                  symbol=compiled.symbol, cubin=compiled.cubin, created=time.time(),
-                  compile_seconds=compiled.seconds)
-    return entry_format.pack(entry, env.cache_secret())
+    entry = Entry(key=key, spec=entry_format.canonical_spec(spec), compiler=compiler.identity,
+                  flags=compiler.flags(spec), symbol=compiled.symbol, cubin=compiled.cubin,
+                  created=time.time(), compile_seconds=compiled.seconds)
+    return entry_format.seal(entry, secret)
 
 
 # ------------------------------------------------------------------------------------------------
-def _disk_tier() -> DiskTier:
-    root, secret = env.cache_dir(), env.cache_secret()
-    with _state_lock:
-        tier = _disk_tiers.get((root, secret))
-        if tier is None:
-            tier = _disk_tiers[(root, secret)] = DiskTier(root, secret)
-        return tier
-
-
-def _remote_tier():
-    """cache_service's RemoteTier for the current DGEMM_REMOTE_CACHE, or None. One per URL,
-    namespace and secret per process, so its circuit breaker remembers failures across calls
-    (the secret is part of the tier: it signs and checks what goes to and comes from Redis)."""
-    url = env.remote_cache()
-    if url is None:
-        return None
-    settings = (url, env.remote_namespace(), env.cache_secret())
-    with _state_lock:
-        if settings in _remote_tiers:
-            return _remote_tiers[settings]
-    try:
-        from cache_service import remote_tier    # optional: only needed with a remote cache
-    except ModuleNotFoundError as error:
-        if error.name not in ("cache_service", "cache_service.remote_tier"):
-            raise
-        _warn_once("no-cache-service", "dgemm: DGEMM_REMOTE_CACHE is set but cache_service is "
-                   "not installed; using the local cache only")
-        tier = None
-    else:
-        tier = remote_tier.from_env()
-    with _state_lock:
-        return _remote_tiers.setdefault(settings, tier)
-
-
-def _warn_once(tag: str, message: str, *args) -> None:
-    if tag not in _warned:
-        _warned.add(tag)
-        logger.warning(message, *args)
-
-
 def _debug(what: str, key: str, started: float) -> None:
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("dgemm.jit: %s %s in %.1f ms", what, key[:12],

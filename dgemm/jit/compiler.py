@@ -29,10 +29,16 @@ import threading
 import time
 from pathlib import Path
 
-from . import elf, env
+from . import elf, env, state
 from .errors import CompileError
 
 _ARCH_PATTERN = re.compile(r"^sm_(\d+)([af]?)$")
+
+# Process state (state.reset() forgets it): compiler objects by (name, debug, executable), the
+# loaded NVRTC binding, and nvcc versions by executable.
+_compilers = state.table("jit.compilers")
+_nvrtc = state.table("jit.nvrtc")
+_nvcc_versions = state.table("jit.nvcc_versions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +50,12 @@ class CompiledKernel:
 
 
 class Compiler(abc.ABC):
+    """`debug` adds line info (DGEMM_JIT_DEBUG); it is fixed per object, so `flags(spec)` and
+    the key it feeds never read the environment."""
     name: str
+
+    def __init__(self, debug: bool = False):
+        self.debug = debug
 
     @property
     @abc.abstractmethod
@@ -81,15 +92,14 @@ def _arch_parts(spec) -> tuple:
     return match.group(1), match.group(2)
 
 
-def _debug_flags() -> tuple:
-    return ("-lineinfo",) if env.jit_debug() else ()
+def _debug_flags(debug: bool) -> tuple:
+    return ("-lineinfo",) if debug else ()
 
 
 # ------------------------------------------------------------------------------------------------
 # NVRTC
 # ------------------------------------------------------------------------------------------------
 _nvrtc_lock = threading.Lock()
-_nvrtc_module = None
 
 
 def _nvrtc_library_candidates() -> list:
@@ -112,10 +122,9 @@ def _nvrtc_library_candidates() -> list:
 
 def _load_nvrtc():
     """cuda.bindings.nvrtc, with its shared library loaded; CompileError with the fix if not."""
-    global _nvrtc_module
     with _nvrtc_lock:
-        if _nvrtc_module is not None:
-            return _nvrtc_module
+        if "module" in _nvrtc:
+            return _nvrtc["module"]
         try:
             from cuda.bindings import nvrtc
         except ImportError as error:
@@ -142,7 +151,7 @@ def _load_nvrtc():
                 f"Install it with `pip install nvidia-cuda-nvrtc` (the dgemm[nvrtc] extra), set "
                 f"CUDA_HOME to a toolkit that has lib64/libnvrtc.so, or set "
                 f"DGEMM_JIT_COMPILER=nvcc.") from first_error
-        _nvrtc_module = nvrtc
+        _nvrtc["module"] = nvrtc
         return nvrtc
 
 
@@ -165,7 +174,7 @@ class NvrtcCompiler(Compiler):
     def flags(self, spec) -> tuple:
         _arch_parts(spec)
         return (f"--gpu-architecture={spec.arch}", "-std=c++17", "-default-device",
-                "-DNDEBUG") + _debug_flags()
+                "-DNDEBUG") + _debug_flags(self.debug)
 
     def compile(self, spec, source) -> CompiledKernel:
         nvrtc = _load_nvrtc()
@@ -224,20 +233,24 @@ def find_nvcc() -> str:
     return on_path
 
 
-@functools.lru_cache(maxsize=8)
 def _nvcc_version(nvcc: str) -> str:
-    output = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-    match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", output)
-    if match is None:
-        raise CompileError(f"could not read the version of {nvcc}: expected 'release X.Y, "
-                           f"VX.Y.Z' in `nvcc --version`, got:\n{output}")
-    return match.group(1)
+    """`nvcc --version`'s X.Y.Z, run once per executable and process."""
+    version = _nvcc_versions.get(nvcc)
+    if version is None:
+        output = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+        match = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", output)
+        if match is None:
+            raise CompileError(f"could not read the version of {nvcc}: expected 'release X.Y, "
+                               f"VX.Y.Z' in `nvcc --version`, got:\n{output}")
+        version = _nvcc_versions[nvcc] = match.group(1)
+    return version
 
 
 class NvccCompiler(Compiler):
     name = "nvcc"
 
-    def __init__(self, executable: str = None):
+    def __init__(self, executable: str = None, debug: bool = False):
+        super().__init__(debug)
         self.executable = executable or find_nvcc()
 
     @property
@@ -247,7 +260,8 @@ class NvccCompiler(Compiler):
     def flags(self, spec) -> tuple:
         number, suffix = _arch_parts(spec)
         return ("-cubin", f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}",
-                "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-DNDEBUG") + _debug_flags()
+                "-std=c++17", "-O3", "--expt-relaxed-constexpr",
+                "-DNDEBUG") + _debug_flags(self.debug)
 
     def compile(self, spec, source) -> CompiledKernel:
         with tempfile.TemporaryDirectory(prefix="dgemm-nvcc-") as workdir:
@@ -267,16 +281,22 @@ class NvccCompiler(Compiler):
         return self._finish(spec, cubin, log, started)
 
 
-def get_compiler(name: str = None) -> Compiler:
-    """The compiler named by `name` or DGEMM_JIT_COMPILER (default nvrtc)."""
+def get_compiler(name: str = None, debug: bool = None) -> Compiler:
+    """The compiler named by `name` (else DGEMM_JIT_COMPILER, default nvrtc), with line info
+    when `debug` (else DGEMM_JIT_DEBUG). The cache walk passes both from its `env.Settings`.
+    One object per (name, debug, nvcc executable) per process, so a version is asked once."""
     name = name or env.jit_compiler()
+    debug = env.jit_debug() if debug is None else debug
     if name == "nvrtc":
-        return _nvrtc_compiler()
-    if name == "nvcc":
-        return NvccCompiler()
-    raise ValueError(f"unknown compiler {name!r}; expected 'nvrtc' or 'nvcc'")
-
-
-@functools.lru_cache(maxsize=1)
-def _nvrtc_compiler() -> NvrtcCompiler:
-    return NvrtcCompiler()
+        memo = ("nvrtc", debug, None)
+        make = functools.partial(NvrtcCompiler, debug)
+    elif name == "nvcc":
+        executable = find_nvcc()
+        memo = ("nvcc", debug, executable)
+        make = functools.partial(NvccCompiler, executable, debug)
+    else:
+        raise ValueError(f"unknown compiler {name!r}; expected 'nvrtc' or 'nvcc'")
+    found = _compilers.get(memo)
+    if found is None:
+        found = _compilers.setdefault(memo, make())
+    return found

@@ -12,6 +12,12 @@ Layout (little-endian):
 
 With a secret configured, unsigned or badly signed entries are rejected. Without one, a signed
 entry is accepted on its checksum (its HMAC cannot be checked, but its integrity can).
+
+The JIT is generic: `Entry.spec` is the spec's canonical JSON (what `spec.to_json()` returned),
+never a spec object, so this module knows no spec class. `unpack` is the one verification; the
+Entry it returns keeps its blob, so tiers hand the verified Entry on (and re-publish its blob)
+without verifying again. `seal` packs a fresh Entry and keeps the blob it made, unverified
+because this process just built it.
 """
 from __future__ import annotations
 
@@ -22,7 +28,6 @@ import json
 import struct
 from typing import Optional
 
-from ..heuristics import KernelSpec
 from .errors import EntryError
 
 MAGIC = b"DGEMMKB\0"
@@ -36,23 +41,42 @@ _MAX_HEADER = 1 << 20          # a header is a few hundred bytes; anything huge 
 @dataclasses.dataclass(frozen=True)
 class Entry:
     key: str
-    spec: KernelSpec
+    spec: str                    # the spec's canonical JSON (`spec.to_json()`)
     compiler: str                # "<name> <version>", e.g. "nvrtc 13.0"
     flags: tuple                 # the compiler flags that entered the key
     symbol: str                  # the kernel's mangled entry name inside the cubin
     cubin: bytes
     created: float               # unix time of the compile
     compile_seconds: float
+    # The blob this Entry was unpacked from or sealed into (empty for one not yet packed):
+    # what tiers store and publish. Not part of equality: the fields above are the entry.
+    blob: bytes = dataclasses.field(default=b"", repr=False, compare=False)
 
     @property
     def cubin_sha256(self) -> str:
         return hashlib.sha256(self.cubin).hexdigest()
 
+    @property
+    def spec_fields(self) -> dict:
+        """The spec as a dict (e.g. {"arch": "sm_90a", ...})."""
+        return json.loads(self.spec)
+
+
+def canonical_spec(spec) -> str:
+    """`spec.to_json()` in the canonical form stored in entries (sorted keys, no spaces), for
+    any object of the spec protocol."""
+    return json.dumps(json.loads(spec.to_json()), sort_keys=True, separators=(",", ":"))
+
+
+def seal(entry: Entry, secret: Optional[bytes] = None) -> Entry:
+    """`entry` with `blob` set to its packed form (signed with `secret`)."""
+    return dataclasses.replace(entry, blob=pack(entry, secret))
+
 
 def pack(entry: Entry, secret: Optional[bytes] = None) -> bytes:
     header = json.dumps({
         "key": entry.key,
-        "spec": json.loads(entry.spec.to_json()),
+        "spec": json.loads(entry.spec),
         "compiler": entry.compiler,
         "flags": list(entry.flags),
         "symbol": entry.symbol,
@@ -75,8 +99,20 @@ def read_header(blob: bytes) -> dict:
     return _parse_header(blob, header_size)
 
 
+def describe(blob: bytes) -> dict:
+    """What listings keep about a blob, from its header alone (not verified): the spec (a
+    dict), its arch, the compiler and the created time. The remote tier's meta hash and bundle
+    manifests are made of these fields."""
+    header = read_header(blob)
+    spec = header.get("spec") or {}
+    return {"spec": spec, "arch": spec.get("arch"), "compiler": header.get("compiler"),
+            "created": header.get("created")}
+
+
 def unpack(blob: bytes, expected_key: str, secret: Optional[bytes] = None) -> Entry:
-    """Verify `blob` completely and return its Entry; EntryError says what was wrong."""
+    """Verify `blob` completely and return its Entry (holding `blob`); EntryError says what was
+    wrong. The only place an entry is verified: callers pass the Entry on instead of calling
+    this again."""
     _, flags, header_size = _read_prefix(blob)
     header = _parse_header(blob, header_size)
     size = header.get("size")
@@ -107,10 +143,13 @@ def unpack(blob: bytes, expected_key: str, secret: Optional[bytes] = None) -> En
     if header.get("key") != expected_key:
         raise EntryError(f"entry is for key {header.get('key')}; expected {expected_key}")
     try:
-        return Entry(key=header["key"], spec=KernelSpec(**header["spec"]),
+        if not isinstance(header["spec"], dict):
+            raise TypeError(f"spec is a {type(header['spec']).__name__}; expected an object")
+        return Entry(key=header["key"],
+                     spec=json.dumps(header["spec"], sort_keys=True, separators=(",", ":")),
                      compiler=header["compiler"], flags=tuple(header["flags"]),
                      symbol=header["symbol"], cubin=cubin, created=float(header["created"]),
-                     compile_seconds=float(header["compile_seconds"]))
+                     compile_seconds=float(header["compile_seconds"]), blob=blob)
     except (KeyError, TypeError, ValueError) as error:
         raise EntryError(f"entry header is missing or mistypes a field: {error!r}") from error
 

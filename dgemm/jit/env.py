@@ -1,18 +1,25 @@
-"""Every DGEMM_* setting, read through one typed getter each, at call time.
+"""Every DGEMM_* setting, read through one typed getter each, at call time; and `Settings`, an
+immutable snapshot of the ones an operation of the cache walk needs.
 
-Nothing is cached here: tests (and long-lived processes) may change the environment, and a
-getter is cheap next to anything that uses its result. Callers read through the module
-(`env.cache_dir()`), never copy values at import. A bad value raises `ConfigError` naming the
-variable, the value and the form that was expected.
+Nothing is cached between operations: tests (and long-lived processes) may change the
+environment. Within one operation (one `ensure_compiled`, one `dgemm-cache` command) the
+snapshot is read once at its start, with the secret file read once, and handed down; nothing
+below reads the environment again for those values. Callers read through the module
+(`env.cache_dir()`, `env.Settings.from_env()`), never copy values at import. A bad value raises
+`ConfigError` naming the variable, the value and the form that was expected.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from cache_service.settings import RemoteSettings
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -107,7 +114,7 @@ def cache_secret() -> Optional[bytes]:
     return None if secret is None else secret.encode()
 
 
-# --- the remote tier (read by cache_service) -------------------------------------------------
+# --- the remote tier (cache_service reads no environment: dgemm hands it these) ---------------
 def remote_cache() -> Optional[str]:
     """DGEMM_REMOTE_CACHE: redis:// or rediss:// URL of the remote tier; None disables it."""
     url = get_str("DGEMM_REMOTE_CACHE")
@@ -124,6 +131,22 @@ def remote_namespace() -> str:
         raise ConfigError(f"DGEMM_REMOTE_NAMESPACE={namespace!r} contains whitespace or ':'; "
                           f"expected a plain name such as 'dgemm' or 'team-a'")
     return namespace
+
+
+def remote_settings() -> "RemoteSettings":
+    """DGEMM_REMOTE_TIMEOUT (s, every Redis call), _COOLDOWN (s before the circuit breaker
+    re-probes), _LEASE_TTL (s a dead builder's lease lasts), _WAIT (longest wait in s for another
+    node's compile), _TTL (s an unused entry lives; 0: forever), _FAIL_TTL (s a compile error is
+    replayed to other nodes). Defaults are cache_service's."""
+    from cache_service.settings import RemoteSettings as defaults
+    return defaults(
+        timeout_s=get_float("DGEMM_REMOTE_TIMEOUT", defaults.timeout_s, minimum=0.001),
+        cooldown_s=get_float("DGEMM_REMOTE_COOLDOWN", defaults.cooldown_s),
+        lease_ttl_s=get_float("DGEMM_REMOTE_LEASE_TTL", defaults.lease_ttl_s, minimum=0.1),
+        max_wait_s=get_float("DGEMM_REMOTE_WAIT", defaults.max_wait_s),
+        entry_ttl_s=get_float("DGEMM_REMOTE_TTL", defaults.entry_ttl_s),
+        failure_ttl_s=get_float("DGEMM_REMOTE_FAIL_TTL", defaults.failure_ttl_s, minimum=0.001),
+    )
 
 
 # --- compilation -------------------------------------------------------------------------------
@@ -187,6 +210,37 @@ def build_fingerprint() -> tuple:
     executable and CUDA_HOME are taken as fixed for the life of a process.)"""
     get = (_ENVIRON_BYTES if _ENVIRON_BYTES is not None else os.environ).get
     return (get(_COMPILER), get(_CSRC), get(_DEBUG))
+
+
+# --- one snapshot per operation ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RemoteConfig:
+    """Where the remote tier lives and its numbers (DGEMM_REMOTE_*)."""
+    url: str
+    namespace: str
+    settings: "RemoteSettings"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What one operation of the cache walk needs, read once at its start. Hashable, so that
+    objects built from it (disk tier, remote tier, compiler) can be memoised on its fields."""
+    cache_dir: Path
+    secret: Optional[bytes]          # HMAC key; the secret file is read once, here
+    lock_timeout: float
+    compiler: str                    # "nvrtc" | "nvcc"
+    debug: bool
+    disable_jit: bool
+    remote: Optional[RemoteConfig]   # None: DGEMM_REMOTE_CACHE is unset
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        """The snapshot of the environment now; ConfigError for a malformed variable."""
+        url = remote_cache()
+        remote = None if url is None else RemoteConfig(url, remote_namespace(), remote_settings())
+        return cls(cache_dir=cache_dir(), secret=cache_secret(), lock_timeout=lock_timeout(),
+                   compiler=jit_compiler(), debug=jit_debug(), disable_jit=disable_jit(),
+                   remote=remote)
 
 
 # --- test hooks ---------------------------------------------------------------------------------

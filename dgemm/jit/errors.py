@@ -24,12 +24,18 @@ class MissingKernelError(DgemmError, RuntimeError):
     def __init__(self, spec, key: str):
         self.spec = spec
         self.key = key
+        # The JIT knows only the spec protocol (to_json, arch); other fields are named when the
+        # spec has them, so the advice stays exact for GEMM specs without assuming them.
+        targets = f"--arch {spec.arch}"
+        num_sms = getattr(spec, "num_sms", None)
+        if num_sms is not None:
+            targets += f" and --num-sms {num_sms}"
         super().__init__(
             f"no cached kernel for spec {spec.to_json()} (key {key}) and DGEMM_DISABLE_JIT is "
             f"set, so dgemm may not compile it. Compile it ahead of time on any host (no GPU "
             f"needed) with `dgemm-cache prewarm` for your shapes, using the same compiler, "
-            f"--arch {spec.arch} and --num-sms {spec.num_sms}, then point DGEMM_CACHE_DIR or "
-            f"DGEMM_REMOTE_CACHE at that cache; or unset DGEMM_DISABLE_JIT to compile on demand.")
+            f"{targets}, then point DGEMM_CACHE_DIR or DGEMM_REMOTE_CACHE at that cache; or "
+            f"unset DGEMM_DISABLE_JIT to compile on demand.")
 
 
 class CacheDirError(DgemmError, RuntimeError):

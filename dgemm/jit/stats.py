@@ -5,7 +5,11 @@
     waits                                 this process waited for another's compile: on the
                                           node's per-key lock (cache.py) or on the cluster
                                           lease (the remote tier)
-    remote_errors                         Redis calls that failed (the remote tier)
+    remote_errors                         Redis calls that failed, or remote entries refused
+
+The counters live in `state.table("jit.stats")`, so `state.reset()` zeroes them with everything
+else; `reset()` (public as `dgemm.jit.reset_stats`) zeroes only them. They are for people and
+dashboards: code that needs to know what one call did gets it returned (`cache.Outcome`).
 
 `dgemm.jit.stats()` must be a function while `dgemm.jit.stats` is also this module, so the
 module object is made callable: calling it returns `snapshot()`.
@@ -16,29 +20,35 @@ import sys
 import threading
 import types
 
+from . import state
+
 NAMES = ("memory_hits", "disk_hits", "remote_hits", "compiles", "compile_seconds", "waits",
          "remote_errors")
 
 _lock = threading.Lock()
-_counters: dict = {name: 0.0 if name == "compile_seconds" else 0 for name in NAMES}
+_counters = state.table("jit.stats")      # name -> value; a missing name is zero
+
+
+def _zero(name: str):
+    return 0.0 if name == "compile_seconds" else 0
 
 
 def incr(name: str, amount=1) -> None:
-    if name not in _counters:
+    if name not in NAMES:
         raise ValueError(f"unknown stats counter {name!r}; expected one of {', '.join(NAMES)}")
     with _lock:
-        _counters[name] += amount
+        _counters[name] = _counters.get(name, _zero(name)) + amount
 
 
 def snapshot() -> dict:
     with _lock:
-        return dict(_counters)
+        return {name: _counters.get(name, _zero(name)) for name in NAMES}
 
 
 def reset() -> None:
+    """Zero the counters only (the memory tier and every other table stay)."""
     with _lock:
-        for name in NAMES:
-            _counters[name] = 0.0 if name == "compile_seconds" else 0
+        _counters.clear()
 
 
 class _CallableModule(types.ModuleType):

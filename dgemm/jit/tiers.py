@@ -1,10 +1,13 @@
 """Cache tiers. Each has the same two methods:
 
-    get(key) -> bytes | None   a verified blob; a miss, or a bad or unreadable entry (which is
-                               logged once and removed where possible), returns None, never raises
-    put(key, blob) -> None     store a blob the caller has already verified
+    get(key) -> Entry | None   a verified Entry (holding its blob); a miss, or a bad or
+                               unreadable entry (which is logged once and removed where
+                               possible), returns None, never raises
+    put(entry) -> None         store an Entry that was verified or built by this process
 
-`cache.py` walks them fastest first. The remote tier (cache_service) has the same shape.
+A tier verifies what it reads exactly once (`entry.unpack`) and hands up the Entry; nothing
+above verifies it again, and putting it elsewhere writes its `blob` as it is. `cache.py` walks
+the tiers fastest first; the remote tier (`remote.RemoteTier`) has the same shape.
 """
 from __future__ import annotations
 
@@ -12,12 +15,12 @@ import logging
 import os
 import re
 import secrets
-import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
 from . import entry as entry_format
-from . import env
+from . import env, state
+from .entry import Entry
 from .errors import CacheDirError, EntryError
 
 logger = logging.getLogger("dgemm.jit")
@@ -36,27 +39,35 @@ def check_key(key: str) -> str:
 
 
 class MemoryTier:
-    """Blobs of this process, by key. Thread-safe; never evicts (a job uses a few hundred specs
-    at most, each a cubin of tens to hundreds of KiB)."""
+    """Verified Entries of this process, by key, in a `state` table (the process-wide one by
+    default, so `state.reset()` empties it). Thread-safe (single dict operations); never evicts
+    (a job uses a few hundred specs at most, each a cubin of tens to hundreds of KiB)."""
 
-    def __init__(self):
-        self._blobs: dict = {}
-        self._lock = threading.Lock()
+    def __init__(self, entries: Optional[dict] = None):
+        self._entries = {} if entries is None else entries
 
-    def get(self, key: str) -> Optional[bytes]:
-        with self._lock:
-            return self._blobs.get(key)
+    def get(self, key: str) -> Optional[Entry]:
+        return self._entries.get(key)
 
-    def put(self, key: str, blob: bytes) -> None:
-        with self._lock:
-            self._blobs[key] = blob
+    def put(self, entry: Entry) -> None:
+        self._entries[entry.key] = entry
 
     def clear(self) -> None:
-        with self._lock:
-            self._blobs.clear()
+        self._entries.clear()
 
     def __len__(self) -> int:
-        return len(self._blobs)
+        return len(self._entries)
+
+
+_disk_tiers = state.table("jit.disk_tiers")     # (root, secret) -> DiskTier
+
+
+def disk_tier(root: Path, secret: Optional[bytes]) -> "DiskTier":
+    """This process's DiskTier for (root, secret), so that "log a bad entry once" holds."""
+    found = _disk_tiers.get((root, secret))
+    if found is None:
+        found = _disk_tiers.setdefault((root, secret), DiskTier(root, secret))
+    return found
 
 
 class DiskTier:
@@ -112,7 +123,8 @@ class DiskTier:
                                 f"writable node-local directory.")
 
     # --- the Tier interface ---------------------------------------------------------------------
-    def get(self, key: str) -> Optional[bytes]:
+    def get(self, key: str) -> Optional[Entry]:
+        """The verified Entry (one `entry.unpack`), or None; a hit refreshes the mtime."""
         path = self.entry_path(key)
         try:
             blob = path.read_bytes()
@@ -122,7 +134,7 @@ class DiskTier:
             self._report(path, f"cannot be read ({error.strerror}); treating it as a miss")
             return None
         try:
-            entry_format.unpack(blob, key, self.secret)
+            entry = entry_format.unpack(blob, key, self.secret)
         except EntryError as error:
             self._report(path, f"is invalid ({error}); deleting it so it is rebuilt")
             self.remove(key)
@@ -131,11 +143,19 @@ class DiskTier:
             os.utime(path)      # LRU clock for the cleanup job
         except OSError:
             pass                # a read-only cache still serves hits
-        return blob
+        return entry
 
-    def put(self, key: str, blob: bytes) -> None:
-        """Publish atomically: temp file in tmp/ (same filesystem), fsync, rename onto the final
-        name, fsync the directory. Readers see the old state or the whole entry, never a part."""
+    def put(self, entry: Entry) -> None:
+        """Publish `entry.blob` under `entry.key` (see `put_blob`)."""
+        if not entry.blob:
+            raise ValueError(f"entry {entry.key[:12]} has no blob; expected one from "
+                             f"entry.unpack or entry.seal")
+        self.put_blob(entry.key, entry.blob)
+
+    def put_blob(self, key: str, blob: bytes) -> None:
+        """Publish bytes the caller has verified, atomically: temp file in tmp/ (same
+        filesystem), fsync, rename onto the final name, fsync the directory. Readers see the
+        old state or the whole entry, never a part."""
         final = self.entry_path(key)
         self.ensure_dirs()
         temp = self.tmp_dir / f"{key}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"

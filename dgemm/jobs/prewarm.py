@@ -165,25 +165,20 @@ def prewarm_one(spec: KernelSpec) -> dict:
     an outcome, so one bad kernel cannot take the rest of the job down."""
     from dgemm import jit          # imported here so `--help` and manifest errors stay fast
 
-    before = jit.stats()
     started = time.perf_counter()
     try:
-        key = jit.ensure_compiled(spec)
+        outcome = jit.ensure_compiled_outcome(spec)
     except Exception as exc:
         message, log = f"{type(exc).__name__}: {exc}", getattr(exc, "log", "")
         if log and log not in message:
             message += "\n" + log
         return _outcome(spec, "failed", time.perf_counter() - started, 0.0, error=message)
-    seconds = time.perf_counter() - started
-    after = jit.stats()
-    compile_seconds = after.get("compile_seconds", 0.0) - before.get("compile_seconds", 0.0)
-    if after.get("compiles", 0) > before.get("compiles", 0):
-        status = "compiled"
-    elif after.get("remote_hits", 0) > before.get("remote_hits", 0):
-        status = "downloaded"
-    else:
-        status = "cached"
-    return _outcome(spec, status, seconds, compile_seconds, key=key)
+    return _outcome(spec, _STATUS[outcome.source], time.perf_counter() - started,
+                    outcome.compile_seconds, key=outcome.key)
+
+
+# Where the walk found the kernel -> the status this report gives it.
+_STATUS = {"compiled": "compiled", "remote": "downloaded", "disk": "cached", "memory": "cached"}
 
 
 def _outcome(spec: KernelSpec, status: str, seconds: float, compile_seconds: float,

@@ -5,8 +5,15 @@ doing both.
     pull(tier, disk, match)           download the matching entries the disk lacks
     SyncAgent(tier, disk, match).run()  push, pull, then follow new publications until SIGTERM
 
-Every blob is verified on the way, in both directions: the disk tier's get verifies what is
-uploaded, the remote tier's get verifies what is downloaded (digest, key, HMAC with a secret).
+`tier` is dgemm's `jit.remote.RemoteTier`, `disk` its `jit.tiers.DiskTier`. Every entry is
+verified once on the way, in both directions: the disk tier's get verifies what is uploaded,
+the remote tier's get verifies what is downloaded (digest, key, HMAC with a secret), and the
+verified Entry is stored on the other side as it is.
+
+NOTES: this lives in dgemm, not in cache_service, because it is dgemm's policy over dgemm's
+objects: it moves entries between dgemm's disk tier and the remote store, and chooses them by
+the arch and compiler of dgemm's entry headers (`Match`). cache_service stays a store that
+knows no entry format; what this needs from it is its public API (RemoteCache, Subscription).
 """
 from __future__ import annotations
 
@@ -18,11 +25,10 @@ import threading
 import time
 from typing import Callable, Optional
 
+from cache_service.errors import RemoteUnavailable
+from cache_service.notifications import Subscription
+from dgemm.jit.remote import RemoteTier
 from dgemm.jit.tiers import DiskTier
-
-from .breaker import RemoteUnavailable
-from .notifications import Subscription
-from .remote_tier import RemoteTier
 
 logger = logging.getLogger("dgemm.remote")
 
@@ -66,18 +72,18 @@ def push(tier: RemoteTier, disk: DiskTier, progress: Optional[Progress] = None,
     keys = sorted(key for key, _ in disk.iter_entries()) if keys is None else keys
     for start in range(0, len(keys), _BATCH):
         batch = keys[start:start + _BATCH]
-        present = tier.call(lambda: tier.store.present(batch))
+        present = tier.cache.call(lambda: tier.cache.store.present(batch))
         for key, found in zip(batch, present):
             if found:
                 result.present += 1
             else:
-                blob = disk.get(key)        # verified; a bad local entry is removed, not sent
-                if blob is None:
+                entry = disk.get(key)       # verified; a bad local entry is removed, not sent
+                if entry is None:
                     result.failed += 1
                 else:
-                    tier.put(key, blob)
+                    tier.put(entry)
                     result.copied += 1
-                    result.bytes += len(blob)
+                    result.bytes += len(entry.blob)
             if progress:
                 progress(key[:12])
     return result
@@ -87,7 +93,7 @@ def pull(tier: RemoteTier, disk: DiskTier, match: Match = Match(),
          progress: Optional[Progress] = None) -> Transfer:
     """Download remote entries that `match` and the disk lacks. Raises RemoteUnavailable."""
     result = Transfer()
-    listing = tier.call(lambda: list(tier.store.iter_meta()))
+    listing = tier.cache.call(lambda: list(tier.cache.store.iter_meta()))
     for key, meta, _ in listing:
         result.add(pull_one(tier, disk, key, meta, match))
         if progress:
@@ -100,11 +106,11 @@ def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Matc
         return Transfer(skipped=1)
     if disk.entry_path(key).exists():
         return Transfer(present=1)
-    blob = tier.download(key)          # verified; a refused blob is deleted remotely
-    if blob is None:
+    entry = tier.download(key)         # verified; a refused blob is deleted remotely
+    if entry is None:
         return Transfer(failed=1)       # expired since listing, or refused
-    disk.put(key, blob)
-    return Transfer(copied=1, bytes=len(blob))
+    disk.put(entry)
+    return Transfer(copied=1, bytes=len(entry.blob))
 
 
 class SyncAgent:
@@ -128,28 +134,29 @@ class SyncAgent:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, self.stop)
-        logger.info("dgemm sync: following %s", self.tier.breaker.name)
+        logger.info("dgemm sync: following %s", self.tier.cache.breaker.name)
         while not self.stopping.is_set():
             try:
                 self._follow()
             except _Stopped:
                 break
             except RemoteUnavailable as error:
-                logger.warning("dgemm sync: %s; retrying in %g s", error,
-                               self.tier.breaker.cooldown_s)
-                self.stopping.wait(max(self.tier.breaker.cooldown_s, self.poll_s))
+                cooldown_s = self.tier.cache.breaker.cooldown_s
+                logger.warning("dgemm sync: %s; retrying in %g s", error, cooldown_s)
+                self.stopping.wait(max(cooldown_s, self.poll_s))
         logger.info("dgemm sync: stopped after %s", self.totals)
         return self.totals
 
     def _follow(self) -> None:
-        ns = self.tier.namespace
-        with Subscription(self.tier.client, patterns=(ns.all_channels,)) as notifications:
+        cache = self.tier.cache
+        ns = cache.namespace
+        with Subscription(cache.client, patterns=(ns.all_channels,)) as notifications:
             # Subscribed first, so nothing published during the reconcile is missed.
-            self.tier.call(notifications.open)
+            cache.call(notifications.open)
             self.reconcile()
             next_reconcile = time.monotonic() + self.reconcile_s
             while not self.stopping.is_set():
-                message = self.tier.call(lambda: notifications.wait(self.poll_s))
+                message = cache.call(lambda: notifications.wait(self.poll_s))
                 if message is not None and message[1] == "published":
                     self._pull_published(ns.key_of_channel(message[0]))
                 if time.monotonic() >= next_reconcile:
@@ -166,7 +173,8 @@ class SyncAgent:
                     pulled.copied, pushed.failed + pulled.failed)
 
     def _pull_published(self, key: str) -> None:
-        raw = self.tier.call(lambda: self.tier.client.hget(self.tier.namespace.meta, key))
+        cache = self.tier.cache
+        raw = cache.call(lambda: cache.client.hget(cache.namespace.meta, key))
         meta = _json_or_empty(raw)
         self.totals.add(pull_one(self.tier, self.disk, key, meta, self.match))
 

@@ -9,7 +9,10 @@ A bundle is an uncompressed tar file (inspectable with `tar tvf`; cubins hardly 
 
 Import never extracts to the filesystem: each member is read into memory, checked against
 the manifest's sha256 and verified with dgemm.jit.entry.unpack (digest, key, and HMAC when a
-secret is set) before it is handed on. Anything else is refused and counted.
+secret is set) before the verified Entry is handed on. Anything else is refused and counted.
+
+NOTES: this lives in dgemm (it moved here from cache_service) because a bundle is made of
+dgemm entries, verified and described with dgemm's entry format; it never touches Redis.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from dgemm.jit import entry as entry_format
+from dgemm.jit.entry import Entry
 from dgemm.jit.errors import DgemmError, EntryError
 
 FORMAT = "dgemm-bundle"
@@ -45,19 +49,19 @@ class BundleReport:
     bytes: int = 0
 
 
-def export_bundle(path: Path, blobs: Iterable[tuple], progress: Optional[Callable] = None
+def export_bundle(path: Path, entries: Iterable[Entry], progress: Optional[Callable] = None
                   ) -> BundleReport:
-    """Write (key, verified blob) pairs to a bundle at `path`, atomically (temp + rename)."""
+    """Write verified Entries (their blobs) to a bundle at `path`, atomically (temp + rename)."""
     path = Path(path)
     report, listed = BundleReport(), []
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tarfile.open(temp, "w") as tar:
-            for key, blob in blobs:
-                header = entry_format.read_header(blob)
+            for entry in entries:
+                key, blob = entry.key, entry.blob
                 listed.append({"key": key, "sha256": hashlib.sha256(blob).hexdigest(),
-                               "bytes": len(blob), "arch": header["spec"]["arch"],
-                               "compiler": header["compiler"]})
+                               "bytes": len(blob), "arch": entry.spec_fields["arch"],
+                               "compiler": entry.compiler})
                 _add(tar, f"entries/{key}.kbin", blob)
                 report.entries += 1
                 report.bytes += len(blob)
@@ -73,9 +77,9 @@ def export_bundle(path: Path, blobs: Iterable[tuple], progress: Optional[Callabl
     return report
 
 
-def import_bundle(path: Path, secret: Optional[bytes], accept: Callable[[str, bytes], None],
+def import_bundle(path: Path, secret: Optional[bytes], accept: Callable[[Entry], None],
                   progress: Optional[Callable] = None) -> BundleReport:
-    """Verify every entry of the bundle and hand the good ones to `accept(key, blob)`."""
+    """Verify every entry of the bundle and hand the good ones to `accept(entry)`."""
     report = BundleReport()
     try:
         tar = tarfile.open(path, "r:")
@@ -90,10 +94,11 @@ def import_bundle(path: Path, secret: Optional[bytes], accept: Callable[[str, by
                 continue
             key = match.group(1)
             blob = _read_member(tar, member)
-            if blob is None or not _verified(blob, key, expected.get(key), secret):
+            entry = None if blob is None else _verified(blob, key, expected.get(key), secret)
+            if entry is None:
                 report.refused += 1
             else:
-                accept(key, blob)
+                accept(entry)
                 report.entries += 1
                 report.bytes += len(blob)
             if progress:
@@ -129,11 +134,12 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> Optional[byte
     return None if handle is None else handle.read()
 
 
-def _verified(blob: bytes, key: str, sha256: Optional[str], secret: Optional[bytes]) -> bool:
+def _verified(blob: bytes, key: str, sha256: Optional[str],
+              secret: Optional[bytes]) -> Optional[Entry]:
+    """The verified Entry, or None when the blob does not match the manifest or its checks."""
     if sha256 != hashlib.sha256(blob).hexdigest():
-        return False
+        return None
     try:
-        entry_format.unpack(blob, key, secret)
+        return entry_format.unpack(blob, key, secret)
     except EntryError:
-        return False
-    return True
+        return None

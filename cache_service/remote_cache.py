@@ -1,13 +1,22 @@
-"""The remote tier: a dgemm Tier on Redis plus the cluster's single-flight compile.
+"""A Redis store of verified blobs with the cluster's single-flight build.
 
-    get(key) -> verified blob or None       never raises (Redis trouble is a miss)
-    put(key, blob)                          raises RemoteUnavailable when Redis cannot take it
-    single_flight(key, build) -> blob       download, or take the lease, build and publish
+    get(key) -> value | None           a verified value; never raises (Redis trouble is a miss)
+    download(key) -> value | None      the same, but raises RemoteUnavailable when unreachable
+    put(key, blob)                     raises RemoteUnavailable when Redis cannot take it
+    single_flight(key, build) -> value download, or take the lease, build and publish
 
-cache.py calls `single_flight` while holding the node's per-key file lock, so one process per
-node talks to Redis for a key. Every blob from Redis is verified with dgemm.jit.entry.unpack
-against the key asked for and the secret, exactly as the disk tier does; a refused blob is
-deleted from Redis (if nobody replaced it meanwhile) and treated as a miss, so it is rebuilt.
+This package knows nothing of what a blob holds. The application injects:
+
+    verify(key, blob) -> value     checks a downloaded blob and returns the value it stands for
+                                   (e.g. a parsed, signature-checked entry); raising any
+                                   Exception refuses the blob, which is then deleted from Redis
+                                   (unless someone replaced it meanwhile) and reads as a miss
+    describe(blob) -> dict         fields kept in the meta hash for listing without downloading
+    events(name)                   called with HIT, WAIT or ERROR (see below) for the
+                                   application's counters
+
+Every downloaded blob goes through `verify` exactly once, and the value it returned is what the
+caller gets; a blob this process built is never re-verified (its builder made it).
 """
 from __future__ import annotations
 
@@ -16,21 +25,17 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import redis
 
-from dgemm.jit import entry as entry_format
-from dgemm.jit import env, stats
-from dgemm.jit.errors import CompileError, EntryError
-
-from .breaker import CircuitBreaker, RemoteUnavailable
-from .client import connect, redact
-from .lease import ACQUIRED, FAILED, PRESENT, Lease, LeaseNotOwnedError, Renewer
+from .breaker import CircuitBreaker
+from .errors import BuildFailed, LeaseNotOwnedError, RemoteUnavailable
+from .lease import ACQUIRED, FAILED, PRESENT, Lease, Renewer
 from .namespace import Namespace
 from .notifications import Subscription
 from .settings import RemoteSettings
-from .store import EntryStore
+from .store import Describe, EntryStore, describe_nothing
 
 logger = logging.getLogger("dgemm.remote")
 
@@ -38,15 +43,29 @@ logger = logging.getLogger("dgemm.remote")
 # (`dgemm-cache sync` / `push`) covers anything beyond it.
 MAX_PENDING_UPLOADS = 256
 
+# Event names passed to `events`:
+HIT = "hit"        # a downloaded blob passed verification
+WAIT = "wait"      # this process waited for another node's build of a key
+ERROR = "error"    # a Redis call failed, or a downloaded blob was refused
 
-class RemoteTier:
-    def __init__(self, client: redis.Redis, namespace: Namespace = Namespace(),
-                 secret: Optional[bytes] = None, settings: RemoteSettings = RemoteSettings(),
+Verify = Callable[[str, bytes], object]
+Build = Callable[[], Tuple[object, bytes]]     # -> (value, its blob to publish)
+
+
+def _no_events(name: str) -> None:
+    pass
+
+
+class RemoteCache:
+    def __init__(self, client: redis.Redis, verify: Verify, namespace: Namespace = Namespace(),
+                 settings: RemoteSettings = RemoteSettings(), describe: Describe = describe_nothing,
+                 events: Callable[[str], None] = _no_events,
                  breaker: Optional[CircuitBreaker] = None, name: str = "redis"):
         self.client = client
-        self.secret = secret
+        self.verify = verify
         self.settings = settings
-        self.store = EntryStore(client, namespace, int(settings.entry_ttl_s * 1000))
+        self.events = events
+        self.store = EntryStore(client, namespace, int(settings.entry_ttl_s * 1000), describe)
         self.breaker = breaker or CircuitBreaker(name, settings.cooldown_s)
         self.calls = 0                     # Redis requests sent (for benchmarks)
         self._pending = collections.OrderedDict()     # key -> blob awaiting upload
@@ -57,8 +76,8 @@ class RemoteTier:
     def namespace(self) -> Namespace:
         return self.store.ns
 
-    # --- Tier interface -------------------------------------------------------------------------
-    def get(self, key: str) -> Optional[bytes]:
+    # --- get / put ------------------------------------------------------------------------------
+    def get(self, key: str):
         try:
             return self.download(key)
         except RemoteUnavailable:
@@ -68,32 +87,35 @@ class RemoteTier:
         self.call(lambda: self.store.store(key, blob))
 
     # --- single flight --------------------------------------------------------------------------
-    def single_flight(self, key: str, build: Callable[[], bytes]) -> bytes:
-        """A verified blob for `key`: downloaded if some node published it, else built by
-        exactly one node of the cluster (this one, if it wins the lease) and published.
+    def single_flight(self, key: str, build: Build) -> Tuple[object, bool]:
+        """(value, built here) for `key`: downloaded and verified if some node published it,
+        else built by exactly one node of the cluster (this one, if it wins the lease) and
+        published. `build()` returns (value, blob) and may raise anything.
 
-        Raises CompileError when `build` fails here or a recent failure of the same key is on
-        record. Falls back to `build()` alone when Redis is unavailable, and when the owner
-        of the lease has not published within DGEMM_REMOTE_WAIT."""
+        When this node's build raises an exception with a non-empty `.log` (a builder's verdict
+        on its input), the failure is recorded so that other nodes fail fast with it for
+        `failure_ttl_s`; they get BuildFailed(message, log). Falls back to `build()` alone when
+        Redis is unavailable, and when the owner of the lease has not published within
+        `max_wait_s`."""
         self._upload_pending()
         try:
             outcome = self._download_or_claim(key)
         except RemoteUnavailable:
-            blob = build()
+            value, blob = build()
             self._remember_upload(key, blob)
-            return blob
+            return value, True
         except _WaitedTooLong as error:
-            logger.warning("dgemm: %s; compiling %s locally", error, key[:12])
-            return build()
-        if isinstance(outcome, bytes):
-            return outcome
-        return self._build_and_publish(outcome, build)
+            logger.warning("dgemm: %s; building %s locally", error, key[:12])
+            return build()[0], True
+        if isinstance(outcome, Lease):
+            return self._build_and_publish(outcome, build), True
+        return outcome[0], False
 
     def _download_or_claim(self, key: str):
-        """The verified blob, or our Lease when this node must build it."""
-        blob = self.download(key)
-        if blob is not None:
-            return blob
+        """(verified value,) or our Lease when this node must build it."""
+        found = self._download(key)
+        if found is not None:
+            return found
         deadline = time.monotonic() + self.settings.max_wait_s
         recheck_s = self.settings.lease_ttl_s / 3
         with contextlib.ExitStack() as cleanup:
@@ -101,23 +123,23 @@ class RemoteTier:
             while True:
                 if time.monotonic() > deadline:
                     raise _WaitedTooLong(f"no copy of {key[:12]} was published within "
-                                         f"DGEMM_REMOTE_WAIT={self.settings.max_wait_s:g} s")
+                                         f"{self.settings.max_wait_s:g} s")
                 lease = Lease(self.store, key, int(self.settings.lease_ttl_s * 1000))
                 claim = self.call(lease.acquire)
                 if claim.state == PRESENT:
-                    blob = self.download(key)
-                    if blob is not None:
-                        return blob
+                    found = self._download(key)
+                    if found is not None:
+                        return found
                     continue        # refused and discarded, or expired just now: claim again
                 if claim.state == FAILED:
-                    raise _replayed_failure(key, claim.failure)
+                    raise _replayed_failure(key, claim.failure, self.settings.failure_ttl_s)
                 if claim.state == ACQUIRED:
                     return lease
-                # HELD: another node is compiling.
+                # HELD: another node is building.
                 if notifications is None:
                     # Subscribe only now (an owner never needs to), then look again before
                     # waiting: a publication just before the subscription would be missed.
-                    stats.incr("waits")
+                    self.events(WAIT)
                     notifications = cleanup.enter_context(
                         Subscription(self.client, channels=(self.namespace.channel(key),)))
                     self.call(notifications.open)
@@ -128,12 +150,12 @@ class RemoteTier:
                               max(deadline - time.monotonic(), 0.0))
                 self.call(lambda: notifications.wait(timeout))
 
-    def _build_and_publish(self, lease: Lease, build: Callable[[], bytes]) -> bytes:
+    def _build_and_publish(self, lease: Lease, build: Build):
         key = lease.key
         with Renewer(lambda: self.call(lease.renew), self.settings.lease_ttl_s / 3):
             try:
-                blob = build()
-            except CompileError as error:
+                value, blob = build()
+            except Exception as error:
                 self._record_failure(lease, error)
                 raise
             except BaseException:
@@ -142,39 +164,47 @@ class RemoteTier:
         try:
             self.call(lambda: lease.publish(blob))
         except LeaseNotOwnedError as error:
-            logger.warning("dgemm: %s", error)      # our blob is still good for this process
+            logger.warning("dgemm: %s", error)      # our value is still good for this process
         except RemoteUnavailable:
             self._remember_upload(key, blob)
-        return blob
+        return value
 
-    def _record_failure(self, lease: Lease, error: CompileError) -> None:
-        # Only a compiler's verdict on the source is worth replaying to other nodes. An error
-        # without a compiler log (NVRTC missing, a broken install) is this node's problem.
-        if not error.log:
+    def _record_failure(self, lease: Lease, error: Exception) -> None:
+        # Only a builder's verdict on its input (an error with a log) is worth replaying to
+        # other nodes. An error without one (a missing compiler, a broken install) is this
+        # node's problem: release the lease so that another node tries.
+        log = getattr(error, "log", "")
+        if not log:
             self._quietly(lease.release)
             return
-        self._quietly(lambda: lease.record_failure(str(error), error.log,
+        self._quietly(lambda: lease.record_failure(str(error), log,
                                                    int(self.settings.failure_ttl_s * 1000)))
 
     # --- downloads --------------------------------------------------------------------------------
-    def download(self, key: str) -> Optional[bytes]:
+    def download(self, key: str):
         """Fetch and verify; a refused blob is deleted remotely and reads as a miss. Unlike
         `get`, raises RemoteUnavailable, so callers can tell "absent" from "unreachable"."""
+        found = self._download(key)
+        return None if found is None else found[0]
+
+    def _download(self, key: str) -> Optional[tuple]:
+        """(verified value,) or None: a 1-tuple, so that any value (even a falsy one) reads
+        as found."""
         blob = self.call(lambda: self.store.fetch(key))
         if blob is None:
             return None
         try:
-            entry_format.unpack(blob, key, self.secret)
-        except EntryError as error:
-            stats.incr("remote_errors")
+            value = self.verify(key, blob)
+        except Exception as error:
+            self.events(ERROR)
             if key not in self._refused:
                 self._refused.add(key)
                 logger.warning("dgemm: refusing remote entry %s (%s); deleting it so it is "
                                "rebuilt", key[:12], error)
             self.call(lambda: self.store.discard(key, blob))
             return None
-        stats.incr("remote_hits")
-        return blob
+        self.events(HIT)
+        return (value,)
 
     # --- uploads deferred while Redis was down ----------------------------------------------
     def _remember_upload(self, key: str, blob: bytes) -> None:
@@ -210,7 +240,7 @@ class RemoteTier:
             return self.breaker.call(counted)
         except RemoteUnavailable as error:
             if error.cause is not None:
-                stats.incr("remote_errors")
+                self.events(ERROR)
             raise
 
     def _quietly(self, operation: Callable) -> None:
@@ -226,18 +256,7 @@ class _WaitedTooLong(Exception):
     pass
 
 
-def _replayed_failure(key: str, failure: dict) -> CompileError:
-    return CompileError(f"{failure.get('message', 'compile failed')} [failed on another node "
-                        f"for key {key[:12]}; replayed from the cluster cache for "
-                        f"DGEMM_REMOTE_FAIL_TTL seconds]", log=failure.get("log", ""))
-
-
-def from_env() -> Optional[RemoteTier]:
-    """The remote tier configured by DGEMM_REMOTE_CACHE, or None when it is unset. Creating
-    it does not touch the network."""
-    url = env.remote_cache()
-    if url is None:
-        return None
-    settings = RemoteSettings.from_env()
-    return RemoteTier(connect(url, settings.timeout_s), Namespace(env.remote_namespace()),
-                      env.cache_secret(), settings, name=redact(url))
+def _replayed_failure(key: str, failure: dict, ttl_s: float) -> BuildFailed:
+    return BuildFailed(f"{failure.get('message', 'build failed')} [failed on another node for "
+                       f"key {key[:12]}; replayed from the cluster cache for up to {ttl_s:g} s]",
+                       log=failure.get("log", ""))
