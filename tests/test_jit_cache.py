@@ -153,9 +153,11 @@ def test_importing_dgemm_jit_leaves_the_gpu_runtime_unloaded(python_subprocess):
     assert json.loads(result.stdout) is False
 
 
-def test_get_kernel_is_resolved_lazily_from_the_runtime():
-    from dgemm.jit import runtime
-    assert dgemm.jit.get_kernel is runtime.get_kernel
+def test_importing_dgemm_and_its_kernel_families_leaves_the_gpu_runtime_unloaded(
+        python_subprocess):
+    result = python_subprocess("import sys, dgemm, dgemm.heuristics, dgemm.kernels.loader\n"
+                               "print(json.dumps('dgemm.jit.runtime' in sys.modules))\n")
+    assert json.loads(result.stdout) is False
 
 
 # --- many processes, one compile ------------------------------------------------------------------

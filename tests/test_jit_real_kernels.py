@@ -11,7 +11,10 @@ fails here, by name, without hiding whether the JIT machinery itself works.
   the kernel (.nv.info: threads per block, the size of every parameter) is compared with the
   family's numbers (`num_threads`, the `ARGS` layout the launcher packs).
 """
+import concurrent.futures
 import ctypes
+import multiprocessing
+import os
 
 import pytest
 from cuda.bindings import nvrtc
@@ -83,10 +86,24 @@ def _c_sizes(layout) -> tuple:
     return tuple(ctypes.sizeof(t) for t in layout.types)
 
 
-@pytest.mark.parametrize("name", ("nvrtc", "nvcc"))
+COMPILERS = ("nvrtc", "nvcc")
+
+
+@pytest.fixture(scope="session")
+def cubins() -> dict:
+    """(spec, compiler) -> (cubin, symbol) for the representative specs, compiled once per
+    session on every CPU (each compile is single-threaded)."""
+    jobs = [(spec, name) for spec in EXTRA_SPECS for name in COMPILERS]
+    workers = max(1, min(len(jobs), len(os.sched_getaffinity(0))))
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return dict(zip(jobs, pool.map(_compile, *zip(*jobs))))
+
+
+@pytest.mark.parametrize("name", COMPILERS)
 @pytest.mark.parametrize("spec", EXTRA_SPECS, ids=_spec_id)
-def test_the_compiled_kernel_matches_what_python_launches(spec, name):
-    cubin, symbol = _compile(spec, name)
+def test_the_compiled_kernel_matches_what_python_launches(spec, name, cubins):
+    cubin, symbol = cubins[spec, name]
     info = elf.read_cubin(cubin)
     assert (info.machine, info.sm) == (elf.EM_CUDA, int(spec.arch[3:5]))
     assert info.entry_symbols == (symbol,)

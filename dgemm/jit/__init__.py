@@ -4,8 +4,8 @@ It knows nothing about GEMMs (a CPU test keeps it from importing the layers abov
 is any object of the protocol described in `cache.py`. Process state lives in `state.py`
 (`state.reset()` forgets all of it); `reset_stats()` zeroes the counters only.
 
-Importing this package needs neither a GPU nor libcuda; `get_kernel` (which loads cubins on a
-device) is imported from runtime.py only when first used.
+Importing this package needs neither a GPU nor libcuda: `runtime.py` (cubins into a device's
+context, launches) is imported by `dgemm.kernels.loader` with the first kernel it loads.
 """
 from . import state, stats
 from .cache import Outcome, ensure_compiled, ensure_compiled_outcome, get_entry
@@ -14,13 +14,7 @@ from .errors import (CacheDirError, CompileError, CompileLockTimeout, DgemmError
 
 reset_stats = stats.reset
 
-__all__ = ["ensure_compiled", "ensure_compiled_outcome", "Outcome", "get_entry", "get_kernel",
+__all__ = ["ensure_compiled", "ensure_compiled_outcome", "Outcome", "get_entry",
            "stats", "reset_stats", "state", "DgemmError", "CompileError", "MissingKernelError",
            "CacheDirError", "CompileLockTimeout", "EntryError"]
 
-
-def __getattr__(name):
-    if name == "get_kernel":
-        from .runtime import get_kernel
-        return get_kernel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,9 +40,6 @@ from .tiers import DiskTier, MemoryTier, disk_tier
 MEMORY, DISK, REMOTE, COMPILED = "memory", "disk", "remote", "compiled"
 
 _memory = MemoryTier(state.table("jit.memory_tier"))
-# NOTES: source.py (owned elsewhere) still keeps its csrc digests in a module dict; until it
-# moves them into a state table, state.reset() clears them through this hook.
-state.on_reset("jit.csrc_digests", source.clear_digest_cache)
 
 
 @dataclasses.dataclass(frozen=True)

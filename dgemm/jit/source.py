@@ -14,7 +14,7 @@ import hashlib
 import threading
 from pathlib import Path
 
-from . import env
+from . import env, state
 
 # Where csrc/ lives: an installed wheel ships it as package data at dgemm/csrc/; a source
 # checkout has it at the repository root, next to the dgemm/ package.
@@ -22,7 +22,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _CSRC_CANDIDATES = (_PACKAGE_DIR / "csrc", _PACKAGE_DIR.parent / "csrc")
 
 _digest_lock = threading.Lock()
-_tree_digests: dict = {}        # resolved csrc dir -> sha256 of its files, once per process
+_tree_digests = state.table("jit.csrc_digests")   # resolved csrc dir -> sha256 of its files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,12 +61,6 @@ def tree_digest(root: Path) -> str:
             cached = _hash_tree(root)
             _tree_digests[root] = cached
         return cached
-
-
-def clear_digest_cache() -> None:
-    """Forget computed tree digests (for tests and tools that edit headers in place)."""
-    with _digest_lock:
-        _tree_digests.clear()
 
 
 def _hash_tree(root: Path) -> str:

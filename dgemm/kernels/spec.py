@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import ClassVar
 
 FORMAT_VERSION = 1                 # bump when the meaning of a spec field changes
 
@@ -34,6 +35,8 @@ class KernelSpec:
                                # n-blocks), False shares B (same n-block; plain GEMM only)
     num_sms: int               # persistent grid size (0 for the non-persistent portable kernel)
     arch: str                  # "sm_90a", "sm_80", ...
+
+    FORMAT_VERSION: ClassVar[int] = FORMAT_VERSION     # enters the cache key (dgemm.jit.key)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
