@@ -89,12 +89,6 @@ def get_entry(spec, settings: Optional[Settings] = None) -> Entry:
     return ensure_compiled_outcome(spec, settings).entry
 
 
-def clear_memory() -> None:
-    """Drop this process's memory tier only (tools that compare two csrc trees of one spec;
-    everything else uses `state.reset()`)."""
-    _memory.clear()
-
-
 # ------------------------------------------------------------------------------------------------
 def _build_under_lock(spec, key, compiler, rendered, disk: DiskTier,
                       settings: Settings) -> Outcome:
