@@ -71,7 +71,7 @@ def disk_tier(root: Path, secret: Optional[bytes]) -> "DiskTier":
 
 
 class DiskTier:
-    """The node-local disk tier, laid out as DESIGN.md fixes it:
+    """The node-local disk tier, laid out as docs/architecture.md describes it:
 
         <root>/v1/<key[:2]>/<key>.kbin   entries (published by rename, read without a lock)
         <root>/locks/<key>.lock          per-key compile locks (filelock)
