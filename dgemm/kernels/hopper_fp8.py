@@ -177,6 +177,7 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
 
 
 _selections = state.table("hopper_fp8.selections")
+_MAX_SELECTIONS = 16384
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
@@ -186,6 +187,8 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
     args = (gemm_type, m, n, k, num_groups, num_sms)
     spec = _selections.get(args)
     if spec is None:
+        if len(_selections) >= _MAX_SELECTIONS:      # e.g. a warm-up over every M of a range
+            _selections.clear()
         spec = _selections[args] = _select(*args)
     return spec
 
