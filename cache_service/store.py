@@ -3,7 +3,7 @@
 Every write keeps three structures in step, atomically (one Lua script): the entry blob, the
 index sorted set (key -> last use, for listing and remote LRU) and the meta hash (key -> small
 JSON, so listing or a sync agent filtering by arch never downloads blobs). The blob alone is
-authoritative: an entry that expired under DGEMM_REMOTE_TTL may leave index and meta members
+authoritative: an entry that expired under its TTL (`RemoteSettings.entry_ttl_s`) may leave index and meta members
 behind until `prune()`.
 """
 from __future__ import annotations

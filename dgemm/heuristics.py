@@ -21,7 +21,7 @@ GEMM_TYPES = {
     "m_grouped_fp8_gemm_nt_contiguous": "grouped_contiguous",
     "m_grouped_fp8_gemm_nt_masked": "grouped_masked",
 }
-BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
+BLOCK_K = hopper_fp8.BLOCK_K       # one FP8 scale block along K; fixed by the scaling recipe
 
 # (block_m, block_n, num_tma_multicast, multicast_on_a) set by `forced_tile`, or None.
 _forced = state.Value("heuristics.forced_tile", None)
@@ -50,8 +50,6 @@ def select(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int 
     if name == hopper_fp8.NAME and arch not in hopper_fp8.ARCHS:
         raise ValueError(f"select: the {name} kernel runs on {', '.join(hopper_fp8.ARCHS)} "
                          f"only; got arch {arch!r}")
-    if name != hopper_fp8.NAME:
-        portable_fp8.compile_arch(arch)       # a clear error for archs no family serves
     spec = kernel_family(name).select(GEMM_TYPES[kind], m, n, k, num_groups, num_sms, arch)
     forced = _forced.get()
     if forced is not None and spec.kernel == hopper_fp8.NAME:

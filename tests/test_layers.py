@@ -2,7 +2,7 @@
 
     cache_service   the bottom layer: imports nothing from dgemm, so the two cannot form a cycle
     dgemm.jit       the generic JIT: imports nothing from the dgemm layers above it (heuristics,
-                    gemm, kernels, launch, jobs, cli, utils, ...), only dgemm.jit and below
+                    gemm, kernels, jobs, cli, utils, ...), only dgemm.jit and below
 """
 from __future__ import annotations
 

@@ -44,4 +44,5 @@ def main():
                 cubins[f"{name}|{spec.to_json()}"] = hashlib.sha256(comp.compile(spec, source.render(spec)).cubin).hexdigest()
     json.dump({"num_picks": len(picks), "picks": picks, "cubins": cubins}, sys.stdout, indent=0, sort_keys=True)
 
-main()
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,7 @@ different keys never queue behind each other; threads asking for the same key qu
 file lock.
 
 A spec is any object with `to_json()` (canonical), `arch` and what `source.render` and the
-compilers use (`header`, `cpp_instance()`); its class or module defines FORMAT_VERSION (see
+compilers use (`header`, `cpp_instance()`, `plan_checks()`); its class or module defines FORMAT_VERSION (see
 `key.spec_format`).
 """
 from __future__ import annotations

@@ -33,8 +33,8 @@ def key(spec, compiler, source=None) -> str:
 
 def spec_format(spec) -> int:
     """The version of the spec's field meanings: `spec.FORMAT_VERSION` if the spec class has
-    one, else the `FORMAT_VERSION` of the module that defines the spec's class (where
-    dgemm.heuristics keeps it). Read from the spec, so the JIT imports no spec module."""
+    one, else the `FORMAT_VERSION` of the module that defines the spec's class (e.g.
+    dgemm.kernels.spec). Read from the spec, so the JIT imports no spec module."""
     version = getattr(spec, "FORMAT_VERSION", None)
     if version is None:
         version = getattr(sys.modules.get(type(spec).__module__), "FORMAT_VERSION", None)

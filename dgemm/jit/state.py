@@ -12,12 +12,11 @@ settings a user made (`set_num_sms`). Neither is touched on import beyond creati
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 _lock = threading.Lock()
 _tables: Dict[str, dict] = {}
 _values: Dict[str, list] = {}         # name -> [current, default]
-_reset_hooks: Dict[str, Callable[[], None]] = {}
 
 
 def table(name: str) -> dict:
@@ -48,12 +47,6 @@ class Value:
         self._cell[0] = value
 
 
-def on_reset(name: str, hook: Callable[[], None]) -> None:
-    """Run `hook` on every `reset()`, for state that is not a dict (counters behind a lock)."""
-    with _lock:
-        _reset_hooks[name] = hook
-
-
 def reset() -> None:
     """Forget everything this process remembered: loaded kernels stay loaded in the driver (a
     launch may still use them) but the next call walks the cache tiers again."""
@@ -62,12 +55,3 @@ def reset() -> None:
             found.clear()
         for cell in _values.values():
             cell[0] = cell[1]
-        hooks = list(_reset_hooks.values())
-    for hook in hooks:
-        hook()
-
-
-def names() -> list:
-    """Every table, value and hook registered so far (diagnostics and tests)."""
-    with _lock:
-        return sorted(set(_tables) | set(_values) | set(_reset_hooks))

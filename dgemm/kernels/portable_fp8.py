@@ -14,6 +14,7 @@ from typing import Optional
 
 import torch
 
+from ..jit import state
 from ..jit.args import ArgLayout
 from .loader import get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec
@@ -57,13 +58,21 @@ def plan_checks(spec: KernelSpec) -> str:
     return "template struct dgemm::PortablePlanCheck<" + ", ".join(map(str, args)) + ">;"
 
 
+_selections = state.table("portable_fp8.selections")
+
+
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
            arch: str) -> KernelSpec:
-    """One fixed tile: the kernel is simple first, fast second. Not persistent (num_sms 0)."""
-    return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
-                      block_m=BLOCK_M, block_n=BLOCK_N, block_k=BLOCK_K, num_stages=STAGES,
-                      num_tma_multicast=1, multicast_on_a=False, num_sms=0,
-                      arch=compile_arch(arch))
+    """One fixed tile: the kernel is simple first, fast second. Not persistent (num_sms 0), so
+    neither M nor the SM count enters the spec (memoised on what does)."""
+    args = (gemm_type, n, k, num_groups, arch)
+    spec = _selections.get(args)
+    if spec is None:
+        spec = _selections[args] = KernelSpec(
+            kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups, block_m=BLOCK_M,
+            block_n=BLOCK_N, block_k=BLOCK_K, num_stages=STAGES, num_tma_multicast=1,
+            multicast_on_a=False, num_sms=0, arch=compile_arch(arch))
+    return spec
 
 
 # a, scales_a, b, scales_b, d, grouped_layout, shape_m: the kernel's run-time parameters.

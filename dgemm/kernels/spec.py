@@ -77,11 +77,6 @@ class KernelSpec:
         """CTAs per cluster (1: an ordinary launch)."""
         return self.num_tma_multicast
 
-    @property
-    def cluster_unit(self) -> tuple:
-        """(m-blocks, n-blocks) of one cluster tile (csrc/dgemm/scheduler.cuh)."""
-        from .hopper_fp8 import cluster_unit
-        return cluster_unit(self.num_tma_multicast, self.multicast_on_a)
 
 
 # Enum names of `dgemm::GemmType` in csrc/dgemm/utils.cuh, by spec.gemm_type.
