@@ -22,7 +22,7 @@ import torch
 import dgemm
 from dgemm.utils import calc_diff
 
-from .baselines import cublas_blockwise
+from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module
 from .inputs import SHAPES_FILE, dense_shapes, load_shapes, mn_major, random_dense
 from .timing import (geomean, gpu_name, interleaved_samples, kernel_time_us, median,
                      paired_ratios, per_call_us)
@@ -46,6 +46,13 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
         timed["cublas"] = run_cublas
     except RuntimeError as error:          # keep the table even if cuBLAS refuses a shape
         row["cublas_error"] = str(error).splitlines()[0]
+    deep_gemm = deep_gemm_module()
+    if deep_gemm is not None:
+        d_deep = torch.full_like(d, float("nan"))
+        run_deep = deep_gemm_dense(deep_gemm, a, b, d_deep)
+        run_deep()
+        row["deepgemm_diff"] = calc_diff(d_deep, ref)
+        timed["deepgemm"] = run_deep
     samples = interleaved_samples(timed)
     for name in ("dgemm", "cublas", "bf16"):
         row[f"{name}_us"] = median(samples[name]) if name in samples else float("nan")
@@ -61,6 +68,12 @@ def bench_shape(m: int, n: int, k: int, sweep: bool, block_ns=None, multicasts=(
         row["ratio"], row["ratio_min"], row["ratio_max"] = median(rounds), min(rounds), max(rounds)
     else:
         row["ratio"] = row["ratio_min"] = row["ratio_max"] = float("nan")
+    if "deepgemm" in samples:
+        # dgemm / DeepGEMM the same way: the median of the per-round ratios.
+        rounds = paired_ratios(samples, "dgemm", "deepgemm")
+        row["deepgemm_us"] = median(samples["deepgemm"])
+        row["deepgemm_tflops"] = flops / row["deepgemm_us"] / 1e6
+        row["deepgemm_ratio"], row["deepgemm_ratio_min"] = median(rounds), min(rounds)
     spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
     cluster = "" if spec.num_tma_multicast == 1 else "ab"[not spec.multicast_on_a]
     row["config"] = f"{spec.block_m}x{spec.block_n}x{spec.num_stages}/mc{spec.num_tma_multicast}{cluster}"
@@ -139,6 +152,15 @@ def print_table(rows, title: str):
         if "sweep" in r:
             best = sorted(r["sweep"].items(), key=lambda kv: -kv[1])[:6]
             print("      sweep best: " + ", ".join(f"{c}={t:.0f}" for c, t in best))
+    if all("deepgemm_ratio" in r for r in rows):
+        print(f"\n{'M':>5} {'N':>6} {'K':>6} | {'dgemm':>6} {'DeepGEMM':>8} | "
+              f"{'dgemm / DeepGEMM [lowest round]':>31} | diff DeepGEMM")
+        for r in rows:
+            print(f"{r['m']:>5} {r['n']:>6} {r['k']:>6} | {r['dgemm_tflops']:>6.0f} "
+                  f"{r['deepgemm_tflops']:>8.0f} | {r['deepgemm_ratio']:>22.3f} "
+                  f"[{r['deepgemm_ratio_min']:.2f}] | {r['deepgemm_diff']:.1e}")
+        deep = [r["deepgemm_ratio"] for r in rows]
+        print(f"geomean dgemm / DeepGEMM (same run): {geomean(deep):.3f}   min: {min(deep):.3f}")
     ratios = [r["ratio"] for r in rows]
     medians = [r["dgemm_tflops"] / r["cublas_tflops"] for r in rows]
     print(f"geomean dgemm / cuBLAS-blk: {geomean(ratios):.3f} (paired rounds; of the median "
