@@ -23,7 +23,6 @@ from . import state, stats
 from .entry import Entry
 from .env import Settings
 from .errors import CompileError
-from .logs import warning_once
 
 # One tier per (url, namespace, secret, numbers) per process, so its circuit breaker remembers
 # failures across calls (the secret is part of it: it checks what comes from Redis).
@@ -72,8 +71,8 @@ class RemoteTier:
 
 
 def tier_for(settings: Settings) -> Optional[RemoteTier]:
-    """The RemoteTier for `settings.remote`, or None when it is unset (or cache_service is not
-    installed: one warning, then the local cache only). Creating one does not touch the
+    """The RemoteTier for `settings.remote`, or None when it is unset; one per settings, so
+    its circuit breaker remembers failures across calls. Creating one does not touch the
     network."""
     remote = settings.remote
     if remote is None:
@@ -81,14 +80,6 @@ def tier_for(settings: Settings) -> Optional[RemoteTier]:
     memo = (remote, settings.secret)
     if memo in _tiers:
         return _tiers[memo]
-    try:
-        import cache_service.remote_cache  # noqa: F401  (optional: only with a remote cache)
-    except ModuleNotFoundError as error:
-        if not (error.name or "").startswith("cache_service"):
-            raise
-        warning_once("no-cache-service", "dgemm: DGEMM_REMOTE_CACHE is set but cache_service "
-                     "is not installed; using the local cache only")
-        return _tiers.setdefault(memo, None)
     return _tiers.setdefault(memo, RemoteTier.connect(remote.url, remote.namespace,
                                                       remote.settings, settings.secret))
 

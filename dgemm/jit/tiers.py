@@ -11,7 +11,6 @@ the tiers fastest first; the remote tier (`remote.RemoteTier`) has the same shap
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
 import secrets
@@ -22,8 +21,8 @@ from . import entry as entry_format
 from . import env, state
 from .entry import Entry
 from .errors import CacheDirError, EntryError
+from .logs import logger
 
-logger = logging.getLogger("dgemm.jit")
 
 _KEY_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 ENTRY_SUFFIX = ".kbin"
@@ -51,12 +50,6 @@ class MemoryTier:
 
     def put(self, entry: Entry) -> None:
         self._entries[entry.key] = entry
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 _disk_tiers = state.table("jit.disk_tiers")     # (root, secret) -> DiskTier

@@ -16,6 +16,7 @@ import math
 import torch
 
 from ..jit import state
+from ..utils import ceil_div
 from ..jit.args import ArgLayout, TmaDescriptor
 from .loader import get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec, cpp_bool
@@ -26,10 +27,6 @@ ARCHS = ("sm_90a",)                # wgmma and TMA multicast exist only in the a
 BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
 SMEM_CAPACITY = 232_448            # bytes of dynamic shared memory one sm_90 CTA may use
 PRODUCER_THREADS = 128             # one TMA producer warpgroup
-
-
-def ceil_div(a: int, b: int) -> int:
-    return (a + b - 1) // b
 
 
 # ------------------------------------------------------------------------------------------
