@@ -1,4 +1,4 @@
-"""Circuit breaker: after a Redis failure, stop asking Redis for a while.
+"""Circuit breaker: after a failure of the remote, stop asking it for a while.
 
     closed --failure--> open --cool-down elapsed--> half-open --probe ok--> closed
                           ^                             |
@@ -7,6 +7,12 @@
 While open, calls are refused at once (no network), so a dead or paused Redis costs each
 process one timeout per cool-down instead of one per kernel. One warning per outage; the
 recovery is logged at info. The clock is injectable for tests.
+
+A failure is any exception of the operation: a Redis error (refused, timeout, authentication),
+an UnexpectedReply, or anything a reply that is not Redis's makes redis-py or the caller raise.
+Three answers from a healthy Redis are not failures and leave the breaker closed: a lease
+fenced out (LeaseNotOwnedError), a damaged key (DamagedKey), and a write refused at maxmemory
+(OOM), which comes back as RemoteFull with one warning per cool-down.
 
 Logs go to the "dgemm.remote" logger, the name users of the cache already configure.
 """
@@ -19,7 +25,7 @@ from typing import Callable, TypeVar
 
 import redis
 
-from .errors import RemoteUnavailable
+from .errors import DamagedKey, LeaseNotOwnedError, RemoteFull, RemoteUnavailable, UnexpectedReply
 
 logger = logging.getLogger("dgemm.remote")
 
@@ -27,6 +33,9 @@ CLOSED, OPEN, HALF_OPEN = "closed", "open", "half-open"
 DEFAULT_COOLDOWN_S = 30.0
 
 T = TypeVar("T")
+
+# Verdicts of a Redis that answered: passed on as they are, and count as a success.
+_ANSWERS = (LeaseNotOwnedError, DamagedKey)
 
 
 class CircuitBreaker:
@@ -39,6 +48,7 @@ class CircuitBreaker:
         self._state = CLOSED
         self._opened_at = 0.0
         self._probing = False              # a half-open probe is in flight
+        self._full_warned_at = None        # when Redis was last reported full
 
     @property
     def state(self) -> str:
@@ -48,19 +58,27 @@ class CircuitBreaker:
             return self._state
 
     def call(self, operation: Callable[[], T]) -> T:
-        """Run `operation` (which talks to Redis) unless the breaker is open. A `RedisError`
-        opens the breaker and comes back as `RemoteUnavailable`; so does a refusal."""
+        """Run `operation` (which talks to the remote) unless the breaker is open. Any
+        exception of the operation opens the breaker and comes back as `RemoteUnavailable`;
+        so does a refusal. See the module docstring for the answers that are not failures."""
         probe = self._admit()
         try:
             result = operation()
-        except redis.RedisError as error:
+        except _ANSWERS:
+            self._record_success()
+            raise
+        except RemoteUnavailable:
+            self._end_probe(probe)          # a nested call: already recorded where it failed
+            raise
+        except Exception as error:
+            if _is_out_of_memory(error):
+                self._record_success()
+                self._warn_full(error)
+                raise RemoteFull(f"{self.name}: {error}", cause=error) from error
             self._record_failure(error)
-            raise RemoteUnavailable(f"{self.name}: {type(error).__name__}: {error}",
-                                    cause=error) from error
+            raise RemoteUnavailable(f"{self.name}: {_describe(error)}", cause=error) from error
         except BaseException:
-            if probe:
-                with self._lock:
-                    self._probing = False
+            self._end_probe(probe)
             raise
         self._record_success()
         return result
@@ -76,6 +94,11 @@ class CircuitBreaker:
                 return True
         raise RemoteUnavailable(f"{self.name}: not tried (circuit open after a failure)")
 
+    def _end_probe(self, probe: bool) -> None:
+        if probe:
+            with self._lock:
+                self._probing = False
+
     def _cooled_down(self) -> bool:
         return self._clock() - self._opened_at >= self.cooldown_s
 
@@ -84,9 +107,9 @@ class CircuitBreaker:
             was_closed = self._state == CLOSED
             self._state, self._opened_at, self._probing = OPEN, self._clock(), False
         if was_closed:
-            logger.warning("dgemm: remote cache %s is unavailable (%s: %s); building locally "
-                           "and trying it again in %g s", self.name, type(error).__name__,
-                           error, self.cooldown_s)
+            logger.warning("dgemm: remote cache %s is unavailable (%s); building locally "
+                           "and trying it again in %g s", self.name, _describe(error),
+                           self.cooldown_s)
         else:
             logger.debug("dgemm: remote cache %s still unavailable (%s)", self.name, error)
 
@@ -96,3 +119,33 @@ class CircuitBreaker:
             self._state, self._probing = CLOSED, False
         if recovered:
             logger.info("dgemm: remote cache %s is reachable again", self.name)
+
+    def _warn_full(self, error: BaseException) -> None:
+        with self._lock:
+            now = self._clock()
+            quiet = (self._full_warned_at is not None
+                     and now - self._full_warned_at < self.cooldown_s)
+            if not quiet:
+                self._full_warned_at = now
+        if quiet:
+            logger.debug("dgemm: remote cache %s is still full (%s)", self.name, error)
+        else:
+            logger.warning("dgemm: remote cache %s is full (%s); downloads go on, but what is "
+                           "built here is not shared until it has room: raise its maxmemory "
+                           "or give it an eviction policy such as allkeys-lru", self.name, error)
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    # redis-py >= 4 raises OutOfMemoryError for a plain -OOM reply; inside a script, older
+    # servers wrap it in an ERR reply that still carries Redis's text.
+    return (isinstance(error, getattr(redis.exceptions, "OutOfMemoryError", ()))
+            or (isinstance(error, redis.ResponseError)
+                and "command not allowed when used memory" in str(error)))
+
+
+def _describe(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, (redis.RedisError, UnexpectedReply)):
+        return text
+    # Not an error redis-py means to raise: a reply it could not make sense of.
+    return f"unusable reply ({text}); is the server at this address really Redis?"

@@ -11,6 +11,8 @@ from typing import Optional
 
 import redis
 
+from . import replies
+
 
 class Subscription:
     def __init__(self, client: redis.Redis, channels: tuple = (), patterns: tuple = ()):
@@ -34,8 +36,8 @@ class Subscription:
     def close(self) -> None:
         try:
             self._pubsub.close()
-        except redis.RedisError:
-            pass        # closing a connection to a dead server has nothing left to do
+        except Exception:
+            pass        # closing a connection to a dead (or strange) server has nothing left to do
 
     def wait(self, timeout_s: float) -> Optional[tuple]:
         """The next (channel, message) as strings, or None after `timeout_s` seconds."""
@@ -47,8 +49,16 @@ class Subscription:
             # Returns early with None after consuming a subscribe confirmation; loop on.
             message = self._pubsub.get_message(timeout=left)
             if message is not None:
-                return _text(message["channel"]), _text(message["data"])
+                return _text(message, "channel"), _text(message, "data")
 
 
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def _text(message, field: str) -> str:
+    value = message.get(field) if isinstance(message, dict) else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            pass
+    raise replies.unexpected("pub/sub message", message, "a message on a channel")

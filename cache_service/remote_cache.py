@@ -17,6 +17,14 @@ This package knows nothing of what a blob holds. The application injects:
 
 Every downloaded blob goes through `verify` exactly once, and the value it returned is what the
 caller gets; a blob this process built is never re-verified (its builder made it).
+
+Every request goes through `call`, the circuit breaker: any failure of the remote (a Redis
+error, a timeout, a reply Redis never sends) is RemoteUnavailable, and `single_flight` then
+builds locally. A Redis at maxmemory still serves downloads (RemoteFull only for writes).
+
+Stalls are bounded by the lease: a waiter looks for the entry at least every MAX_RECHECK_S and
+takes over once the owner's lease expires (one `lease_ttl_s` after its owner died); an owner
+whose publish fails releases its lease at once and uploads the blob later.
 """
 from __future__ import annotations
 
@@ -42,6 +50,11 @@ logger = logging.getLogger("dgemm.remote")
 # Entries built while Redis was down, uploaded once it answers again. Bounded: the sync agent
 # (`dgemm-cache sync` / `push`) covers anything beyond it.
 MAX_PENDING_UPLOADS = 256
+
+# A waiter looks for the entry at least this often (and at every notification), so an entry
+# that appears without a notification reaching it (a lost reply, a dropped subscription) is
+# found within about a second, whatever the lease TTL.
+MAX_RECHECK_S = 1.0
 
 # Event names passed to `events`:
 HIT = "hit"        # a downloaded blob passed verification
@@ -117,7 +130,7 @@ class RemoteCache:
         if found is not None:
             return found
         deadline = time.monotonic() + self.settings.max_wait_s
-        recheck_s = self.settings.lease_ttl_s / 3
+        recheck_s = min(self.settings.lease_ttl_s / 3, MAX_RECHECK_S)
         with contextlib.ExitStack() as cleanup:
             notifications = None
             while True:
@@ -145,27 +158,29 @@ class RemoteCache:
                     self.call(notifications.open)
                     continue
                 # Wake on the owner's notification, or when its lease could have expired (it
-                # died), or at the re-check interval (a notification lost with a connection).
+                # died), or at the re-check interval (a notification that did not reach us).
                 timeout = min(claim.holder_ttl_ms / 1000 + 0.01, recheck_s,
                               max(deadline - time.monotonic(), 0.0))
                 self.call(lambda: notifications.wait(timeout))
 
     def _build_and_publish(self, lease: Lease, build: Build):
         key = lease.key
-        with Renewer(lambda: self.call(lease.renew), self.settings.lease_ttl_s / 3):
-            try:
+        try:
+            with Renewer(lambda: self.call(lease.renew), self.settings.lease_ttl_s / 3):
                 value, blob = build()
-            except Exception as error:
-                self._record_failure(lease, error)
-                raise
-            except BaseException:
-                self._quietly(lease.release)
-                raise
+        except Exception as error:
+            self._record_failure(lease, error)
+            raise
+        except BaseException:
+            self._release(lease)
+            raise
         try:
             self.call(lambda: lease.publish(blob))
         except LeaseNotOwnedError as error:
             logger.warning("dgemm: %s", error)      # our value is still good for this process
         except RemoteUnavailable:
+            # Free the waiters now rather than after the lease's TTL, and upload later.
+            self._release(lease)
             self._remember_upload(key, blob)
         return value
 
@@ -174,11 +189,29 @@ class RemoteCache:
         # other nodes. An error without one (a missing compiler, a broken install) is this
         # node's problem: release the lease so that another node tries.
         log = getattr(error, "log", "")
-        if not log:
-            self._quietly(lease.release)
-            return
-        self._quietly(lambda: lease.record_failure(str(error), log,
-                                                   int(self.settings.failure_ttl_s * 1000)))
+        if log:
+            try:
+                self.call(lambda: lease.record_failure(
+                    str(error), str(log), int(self.settings.failure_ttl_s * 1000)))
+                return
+            except LeaseNotOwnedError as lost:
+                logger.debug("dgemm: failure not recorded (%s)", lost)
+                return
+            except RemoteUnavailable as unavailable:
+                logger.debug("dgemm: failure not recorded (%s)", unavailable)
+        self._release(lease)
+
+    def _release(self, lease: Lease) -> None:
+        """Best effort: free our lease now, so that waiters take over at once instead of after
+        its TTL. Sent even when the breaker is open (the failed publish that calls this has
+        usually just opened it): one more call, bounded by the timeout; if it fails too, the
+        lease expires on its own."""
+        self.calls += 1
+        try:
+            lease.release()
+        except Exception as error:
+            # LeaseNotOwnedError: it expired, or a publish whose reply was lost went through.
+            logger.debug("dgemm: lease release skipped (%s)", error)
 
     # --- downloads --------------------------------------------------------------------------------
     def download(self, key: str):
@@ -232,7 +265,7 @@ class RemoteCache:
     # --- Redis calls ------------------------------------------------------------------------------
     def call(self, operation: Callable):
         """Run one Redis request through the circuit breaker; count requests and failures.
-        Raises RemoteUnavailable when Redis failed or the breaker refused."""
+        Raises RemoteUnavailable when the remote failed in any way or the breaker refused."""
         def counted():
             self.calls += 1         # only requests that reach the network
             return operation()
@@ -242,14 +275,6 @@ class RemoteCache:
             if error.cause is not None:
                 self.events(ERROR)
             raise
-
-    def _quietly(self, operation: Callable) -> None:
-        """Best-effort cleanup: a lost lease or an unreachable Redis only delays waiters until
-        the lease expires."""
-        try:
-            self.call(operation)
-        except (RemoteUnavailable, LeaseNotOwnedError) as error:
-            logger.debug("dgemm: lease cleanup skipped (%s)", error)
 
 
 class _WaitedTooLong(Exception):

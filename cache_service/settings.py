@@ -13,7 +13,7 @@ import dataclasses
 class RemoteSettings:
     timeout_s: float = 2.0          # bound on every Redis call
     cooldown_s: float = 30.0        # circuit breaker re-probe delay
-    lease_ttl_s: float = 30.0       # a dead builder's lease lasts this long
+    lease_ttl_s: float = 10.0       # a dead builder's lease lasts this long (renewed every third)
     max_wait_s: float = 300.0       # longest wait for another node's build
     entry_ttl_s: float = 0.0        # entries expire unless hit (0: never)
     failure_ttl_s: float = 30.0     # a build failure is replayed to other nodes this long

@@ -1,41 +1,59 @@
-"""Entry storage on Redis: fetch (and touch), store, discard, list. One round trip each.
+"""Entry storage on Redis: fetch (and touch), store, discard, list.
 
 Every write keeps three structures in step, atomically (one Lua script): the entry blob, the
 index sorted set (key -> last use, for listing and remote LRU) and the meta hash (key -> small
 JSON, so listing or a sync agent filtering by arch never downloads blobs). The blob alone is
-authoritative: an entry that expired under its TTL (`RemoteSettings.entry_ttl_s`) may leave index and meta members
-behind until `prune()`.
+authoritative: an entry that expired under its TTL (`RemoteSettings.entry_ttl_s`) may leave
+index and meta members behind until `prune()`.
+
+Reads never depend on writes. A fetch is a plain GET of the blob, with the bookkeeping (index
+score, TTL refresh, hit and miss counters) sent in the same round trip as a separate script
+whose failure is ignored: a Redis at maxmemory under `noeviction` (Redis's default policy)
+refuses writes, and must still serve what it holds. Scripts that write an entry do the
+bookkeeping with `redis.pcall`, so an index, meta or counters key of the wrong type (someone
+SET it to a string) costs the listing of that entry, never the entry; the listings report such
+a key as DamagedKey, naming it and its repair.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from typing import Callable, Iterator, Optional
 
 import redis
 
+from . import replies
 from .lua import LuaScript
 from .namespace import Namespace
 
+logger = logging.getLogger("dgemm.remote")
+
+# What each structure holds, for the messages that ask to delete a damaged one.
+INDEX_HOLDS = "the last-use time of each entry (listing and LRU order; the entries are kept)"
+META_HOLDS = "the listing metadata of each entry (the entries themselves are kept)"
+COUNTERS_HOLDS = "the cluster's statistics counters"
+
+# The bookkeeping of a fetch, sent after the GET; best effort (pcall: a full Redis or a
+# damaged key only skips that part).
 # KEYS[1] entry, KEYS[2] index, KEYS[3] counters
 # ARGV[1] cache key, ARGV[2] now (unix ms), ARGV[3] entry TTL in ms (0: entries do not expire)
-# return: the blob, after marking it used (index score, TTL refresh, hit counter);
-#         nil, after counting a miss
-FETCH = LuaScript("""
-local blob = redis.call('GET', KEYS[1])
-if not blob then
-    redis.call('HINCRBY', KEYS[3], 'misses', 1)
-    return false
+# return: 1 after marking a present entry used (index score, TTL refresh, hit counter);
+#         0 after counting a miss
+TOUCH = LuaScript("""
+if redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.pcall('HINCRBY', KEYS[3], 'misses', 1)
+    return 0
 end
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-redis.call('HINCRBY', KEYS[3], 'hits', 1)
-return blob
+redis.pcall('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if tonumber(ARGV[3]) > 0 then redis.pcall('PEXPIRE', KEYS[1], ARGV[3]) end
+redis.pcall('HINCRBY', KEYS[3], 'hits', 1)
+return 1
 """)
 
 # The body shared by STORE and the lease's fenced publish (which prepends its ownership check
-# and so shifts nothing: it uses KEYS[5] and ARGV[7]).
+# and so shifts nothing: it uses KEYS[5] and ARGV[7]). Only the SET may fail the script.
 # KEYS[1] entry, KEYS[2] index, KEYS[3] meta, KEYS[4] counters
 # ARGV[1] blob, ARGV[2] entry TTL in ms (0: none), ARGV[3] now (unix ms), ARGV[4] cache key,
 # ARGV[5] meta JSON, ARGV[6] notification channel
@@ -45,9 +63,9 @@ if tonumber(ARGV[2]) > 0 then
 else
     redis.call('SET', KEYS[1], ARGV[1])
 end
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
-redis.call('HINCRBY', KEYS[4], 'publishes', 1)
+redis.pcall('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.pcall('HSET', KEYS[3], ARGV[4], ARGV[5])
+redis.pcall('HINCRBY', KEYS[4], 'publishes', 1)
 redis.call('PUBLISH', ARGV[6], 'published')
 return 1
 """
@@ -63,9 +81,9 @@ DISCARD = LuaScript("""
 local blob = redis.call('GET', KEYS[1])
 if not blob or redis.sha1hex(blob) ~= ARGV[2] then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-redis.call('HINCRBY', KEYS[4], 'refused', 1)
+redis.pcall('ZREM', KEYS[2], ARGV[1])
+redis.pcall('HDEL', KEYS[3], ARGV[1])
+redis.pcall('HINCRBY', KEYS[4], 'refused', 1)
 return 1
 """)
 
@@ -82,7 +100,8 @@ def describe_nothing(blob: bytes) -> dict:
 
 
 class EntryStore:
-    """Raw entry operations; they raise `redis.RedisError` and never verify (RemoteCache does).
+    """Raw entry operations; they raise `redis.RedisError`, UnexpectedReply (a reply Redis
+    never sends) or DamagedKey (a key of the wrong type), and never verify (RemoteCache does).
 
     `describe(blob) -> dict` supplies the meta hash's fields for a blob (the application knows
     its format; this store does not); "bytes" (the blob's size) is added here."""
@@ -100,16 +119,43 @@ class EntryStore:
                           separators=(",", ":"))
 
     def fetch(self, key: str) -> Optional[bytes]:
-        return FETCH(self.client, [self.ns.entry(key), self.ns.index, self.ns.counters],
-                     [key, now_ms(), self.entry_ttl_ms])
+        """The blob of `key` or None; one round trip: GET, then the bookkeeping, whose
+        failure is ignored (see the module docstring)."""
+        entry_key = self.ns.entry(key)
+        touch_keys = [entry_key, self.ns.index, self.ns.counters]
+        touch_args = [key, now_ms(), self.entry_ttl_ms]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(entry_key)
+        pipe.evalsha(TOUCH.sha, len(touch_keys), *touch_keys, *touch_args)
+        blob, touched = pipe.execute(raise_on_error=False)
+        if isinstance(blob, Exception):
+            if replies.is_wrongtype(blob):
+                raise replies.damaged(entry_key, "string", "one entry blob", cause=blob)
+            raise blob
+        blob = replies.blob_or_none(blob, "GET of an entry")
+        self._check_touch(touched, touch_keys, touch_args)
+        return blob
+
+    def _check_touch(self, touched, keys: list, args: list) -> None:
+        if isinstance(touched, redis.exceptions.NoScriptError):
+            try:        # first use on this server, or after a restart: load it for next time
+                touched = TOUCH(self.client, keys, args)
+            except redis.RedisError as error:
+                touched = error
+        if isinstance(touched, Exception):
+            logger.debug("dgemm: remote bookkeeping skipped (%s)", touched)
+            return
+        replies.flag(touched, "entry bookkeeping script")
 
     def store(self, key: str, blob: bytes) -> None:
-        STORE(self.client, self.store_keys(key), self.store_args(key, blob))
+        replies.flag(STORE(self.client, self.store_keys(key), self.store_args(key, blob)),
+                     "store script")
 
     def discard(self, key: str, blob: bytes) -> bool:
-        return bool(DISCARD(self.client, [self.ns.entry(key), self.ns.index, self.ns.meta,
-                                          self.ns.counters],
-                            [key, hashlib.sha1(blob).hexdigest()]))
+        return replies.flag(DISCARD(self.client, [self.ns.entry(key), self.ns.index,
+                                                  self.ns.meta, self.ns.counters],
+                                    [key, hashlib.sha1(blob).hexdigest()]),
+                            "discard script")
 
     def store_keys(self, key: str) -> list:
         return [self.ns.entry(key), self.ns.index, self.ns.meta, self.ns.counters]
@@ -123,26 +169,39 @@ class EntryStore:
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
             pipe.exists(self.ns.entry(key))
-        return [bool(found) for found in pipe.execute()]
+        return [replies.flag(found, "EXISTS") for found in pipe.execute()]
 
     def iter_meta(self, batch: int = 500) -> Iterator[tuple]:
-        """(key, meta dict, last use unix s) for every indexed key, without downloading blobs.
-        Keys whose entry has expired may still appear; `prune()` drops them."""
-        last_use = {member.decode(): score / 1000 for member, score in
-                    self.client.zrange(self.ns.index, 0, -1, withscores=True)}
-        for key_bytes, meta in self.client.hscan_iter(self.ns.meta, count=batch):
-            key = key_bytes.decode()
-            try:
-                info = json.loads(meta)
-            except ValueError:
-                info = {}
-            yield key, info, last_use.get(key)
+        """(key, meta dict, last use unix s or None) for every key in the meta hash, without
+        downloading blobs. Keys whose entry has expired may still appear; `prune()` drops
+        them. A member whose JSON is unreadable lists with an empty dict."""
+        last_use = dict(self._index())
+        with replies.key_of_type(self.ns.meta, "hash", META_HOLDS):
+            members = self.client.hscan_iter(self.ns.meta, count=batch)
+            for member, meta in members:
+                key = _member(member, "HSCAN of the meta hash")
+                yield key, _meta_dict(replies.blob_or_none(meta, "HSCAN of the meta hash")), \
+                    last_use.get(key)
+
+    def _index(self) -> Iterator[tuple]:
+        """(key, last use unix s) for every member of the index."""
+        with replies.key_of_type(self.ns.index, "sorted set", INDEX_HOLDS):
+            pairs = replies.array(self.client.zrange(self.ns.index, 0, -1, withscores=True),
+                                  "ZRANGE of the index")
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                    and isinstance(pair[1], float)):
+                raise replies.unexpected("ZRANGE of the index", pair, "member-score pairs")
+            yield _member(pair[0], "ZRANGE of the index"), pair[1] / 1000
+
+    def _meta_keys(self) -> list:
+        with replies.key_of_type(self.ns.meta, "hash", META_HOLDS):
+            members = replies.array(self.client.hkeys(self.ns.meta), "HKEYS of the meta hash")
+        return [_member(member, "HKEYS of the meta hash") for member in members]
 
     def prune(self) -> int:
         """Drop index and meta members whose entry is gone (expired or deleted by hand)."""
-        keys = [member.decode() for member in self.client.zrange(self.ns.index, 0, -1)]
-        keys += [k.decode() for k in self.client.hkeys(self.ns.meta)]
-        keys = sorted(set(keys))
+        keys = sorted({key for key, _ in self._index()} | set(self._meta_keys()))
         stale = [key for key, found in zip(keys, self.present(keys)) if not found]
         if stale:
             pipe = self.client.pipeline(transaction=False)
@@ -152,5 +211,42 @@ class EntryStore:
         return len(stale)
 
     def counters(self) -> dict:
-        return {name.decode(): int(value)
-                for name, value in self.client.hgetall(self.ns.counters).items()}
+        with replies.key_of_type(self.ns.counters, "hash", COUNTERS_HOLDS):
+            raw = self.client.hgetall(self.ns.counters)
+        if not isinstance(raw, dict):
+            raise replies.unexpected("HGETALL of the counters", raw, "field-value pairs")
+        return {_member(name, "HGETALL of the counters"): self._counter(name, value)
+                for name, value in raw.items()}
+
+    def _counter(self, name: bytes, value) -> int:
+        value = replies.blob_or_none(value, "HGETALL of the counters")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise replies.damaged(self.ns.counters, f"hash of integers (its field {name!r} "
+                                  f"holds {replies.shown(value)})", COUNTERS_HOLDS) from None
+
+
+def _member(raw, what: str) -> str:
+    """A key name from a listing reply: text, or UnexpectedReply."""
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            pass
+    raise replies.unexpected(what, raw, "key names")
+
+
+def _meta_dict(raw: Optional[bytes]) -> dict:
+    """A meta member as a dict: {} when it is not a JSON object (written by someone else);
+    "bytes" kept only as a non-negative integer, as the store writes it."""
+    try:
+        meta = json.loads(raw) if raw else {}
+    except (ValueError, RecursionError):        # RecursionError: absurdly nested JSON
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    size = meta.get("bytes")
+    if "bytes" in meta and not (type(size) is int and size >= 0):
+        del meta["bytes"]
+    return meta

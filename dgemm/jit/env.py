@@ -44,7 +44,10 @@ def get_bool(name: str, default: bool = False) -> bool:
                       f"{', '.join(_TRUE)} or {', '.join(v for v in _FALSE if v)}")
 
 
-def get_float(name: str, default: float, minimum: float = 0.0) -> float:
+def get_float(name: str, default: float, minimum: float = 0.0,
+              maximum: float = 1e9) -> float:
+    """A finite number in [minimum, maximum]; `default` when unset. `inf`, `nan` and values
+    too large for the timeouts they feed (socket timeouts overflow) are refused."""
     value = os.environ.get(name)
     if value is None or value == "":
         return default
@@ -52,10 +55,16 @@ def get_float(name: str, default: float, minimum: float = 0.0) -> float:
         number = float(value)
     except ValueError:
         number = float("nan")
-    if not number >= minimum:      # also rejects nan
-        raise ConfigError(f"{name}={value!r} is not a number >= {minimum:g}; expected e.g. "
-                          f"{name}={default:g}")
+    if not minimum <= number <= maximum:      # also rejects nan
+        raise ConfigError(f"{name}={value!r} is not a number >= {_plain(minimum)} and <= "
+                          f"{_plain(maximum)}; expected a finite number of that range, e.g. "
+                          f"{name}={_plain(default)}")
     return number
+
+
+def _plain(number: float) -> str:
+    """1000000000 rather than 1e+09, in messages."""
+    return f"{number:.0f}" if number == int(number) else f"{number:g}"
 
 
 def get_int(name: str, default: int, minimum: int = 0) -> int:
@@ -116,11 +125,18 @@ def cache_secret() -> Optional[bytes]:
 
 # --- the remote tier (cache_service reads no environment: dgemm hands it these) ---------------
 def remote_cache() -> Optional[str]:
-    """DGEMM_REMOTE_CACHE: redis:// or rediss:// URL of the remote tier; None disables it."""
+    """DGEMM_REMOTE_CACHE: redis://, rediss:// or unix:// URL of the remote tier; None disables
+    it. The URL is checked whole here (scheme, port, a numeric database, query options), so a
+    typo is a ConfigError at the start instead of a silently different database."""
     url = get_str("DGEMM_REMOTE_CACHE")
-    if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"DGEMM_REMOTE_CACHE={url!r} is not a Redis URL; expected "
-                          f"redis://[user:password@]host:port/db, rediss://... or unix://path")
+    if url is None:
+        return None
+    from cache_service.client import EXPECTED_FORMS, check_url, redact
+    try:
+        check_url(url)
+    except ValueError as error:
+        raise ConfigError(f"DGEMM_REMOTE_CACHE={redact(url)!r} is not a usable Redis URL "
+                          f"({error}); expected {EXPECTED_FORMS}") from None
     return url
 
 
@@ -133,19 +149,26 @@ def remote_namespace() -> str:
     return namespace
 
 
+# Upper bounds of the remote numbers: a day for every delay (Redis's socket timeout overflows
+# far beyond that), ten years for an entry's TTL.
+_DAY_S = 86400.0
+_TEN_YEARS_S = 3650 * _DAY_S
+
+
 def remote_settings() -> "RemoteSettings":
     """DGEMM_REMOTE_TIMEOUT (s, every Redis call), _COOLDOWN (s before the circuit breaker
-    re-probes), _LEASE_TTL (s a dead builder's lease lasts), _WAIT (longest wait in s for another
-    node's compile), _TTL (s an unused entry lives; 0: forever), _FAIL_TTL (s a compile error is
-    replayed to other nodes). Defaults are cache_service's."""
+    re-probes), _LEASE_TTL (s a dead builder's lease lasts; renewed every third of it),
+    _WAIT (longest wait in s for another node's compile), _TTL (s an unused entry lives;
+    0: forever), _FAIL_TTL (s a compile error is replayed to other nodes). Defaults are
+    cache_service's; each is a finite number of seconds of at most a day (_TTL: ten years)."""
     from cache_service.settings import RemoteSettings as defaults
     return defaults(
-        timeout_s=get_float("DGEMM_REMOTE_TIMEOUT", defaults.timeout_s, minimum=0.001),
-        cooldown_s=get_float("DGEMM_REMOTE_COOLDOWN", defaults.cooldown_s),
-        lease_ttl_s=get_float("DGEMM_REMOTE_LEASE_TTL", defaults.lease_ttl_s, minimum=0.1),
-        max_wait_s=get_float("DGEMM_REMOTE_WAIT", defaults.max_wait_s),
-        entry_ttl_s=get_float("DGEMM_REMOTE_TTL", defaults.entry_ttl_s),
-        failure_ttl_s=get_float("DGEMM_REMOTE_FAIL_TTL", defaults.failure_ttl_s, minimum=0.001),
+        timeout_s=get_float("DGEMM_REMOTE_TIMEOUT", defaults.timeout_s, 0.001, _DAY_S),
+        cooldown_s=get_float("DGEMM_REMOTE_COOLDOWN", defaults.cooldown_s, 0.0, _DAY_S),
+        lease_ttl_s=get_float("DGEMM_REMOTE_LEASE_TTL", defaults.lease_ttl_s, 0.1, _DAY_S),
+        max_wait_s=get_float("DGEMM_REMOTE_WAIT", defaults.max_wait_s, 0.0, _DAY_S),
+        entry_ttl_s=get_float("DGEMM_REMOTE_TTL", defaults.entry_ttl_s, 0.0, _TEN_YEARS_S),
+        failure_ttl_s=get_float("DGEMM_REMOTE_FAIL_TTL", defaults.failure_ttl_s, 0.001, _DAY_S),
     )
 
 

@@ -22,7 +22,7 @@ from . import entry as entry_format
 from . import state, stats
 from .entry import Entry
 from .env import Settings
-from .errors import CompileError
+from .errors import CompileError, ConfigError
 
 # One tier per (url, namespace, secret, numbers) per process, so its circuit breaker remembers
 # failures across calls (the secret is part of it: it checks what comes from Redis).
@@ -43,7 +43,11 @@ class RemoteTier:
         from cache_service.client import connect, redact
         from cache_service.namespace import Namespace
         from cache_service.remote_cache import RemoteCache
-        return cls(RemoteCache(connect(url, settings.timeout_s),
+        try:
+            client = connect(url, settings.timeout_s)
+        except ValueError as error:       # a URL that did not come through env.remote_cache
+            raise ConfigError(str(error)) from None
+        return cls(RemoteCache(client,
                                verify=lambda key, blob: entry_format.unpack(blob, key, secret),
                                namespace=Namespace(namespace), settings=settings,
                                describe=entry_format.describe, events=_count,
