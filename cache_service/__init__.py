@@ -7,12 +7,16 @@ What it needs from the application is injected into `remote_cache.RemoteCache`: 
 callable, a `describe` callable for the meta hash, an `events` callback for counters, and a
 `settings.RemoteSettings`. Errors derive from `errors.CacheServiceError`.
 
-    errors.py          CacheServiceError, RemoteUnavailable, LeaseNotOwnedError, BuildFailed
+    errors.py          CacheServiceError, RemoteUnavailable (RemoteFull, DamagedKey),
+                       UnexpectedReply, LeaseNotOwnedError, BuildFailed
     settings.py        RemoteSettings (timeouts, lease TTL, waits, entry and failure TTLs)
-    client.py          a redis-py client from a URL, every call bounded; `redact(url)`
+    client.py          a redis-py client from a URL, every call bounded, every connection
+                       checked to be Redis; `check_url(url)`, `redact(url)`
+    replies.py         checks on replies (UnexpectedReply) and key types (DamagedKey)
     namespace.py       every Redis key name under one prefix
     lua.py             Lua scripts run by SHA
-    store.py           EntryStore: fetch, store, discard, list (one round trip each)
+    store.py           EntryStore: fetch, store, discard, list (one round trip each; reads
+                       never depend on writes)
     lease.py           Lease (SET NX PX, fenced renew/publish/fail/release) and its Renewer
     notifications.py   bounded waits on pub/sub channels
     breaker.py         CircuitBreaker
