@@ -17,7 +17,7 @@ callable, a `describe` callable for the meta hash, an `events` callback for coun
     lua.py             Lua scripts run by SHA
     store.py           EntryStore: fetch, store, discard, list (one round trip each; reads
                        never depend on writes)
-    lease.py           Lease (SET NX PX, fenced renew/publish/fail/release) and its Renewer
+    lease.py           Lease (SET PX when free, fenced renew/publish/fail/release), Renewer
     notifications.py   bounded waits on pub/sub channels
     breaker.py         CircuitBreaker
     remote_cache.py    RemoteCache: get/download/put and single_flight over all of the above
