@@ -162,6 +162,8 @@ def test_a_user_planting_into_a_world_writable_cache_cannot_get_its_cubin_run(
     """The probe's attack end to end: another user (a real process of uid 65534) writes a
     correctly checksummed entry under the victim's predictable key into the victim's
     world-writable cache (outside pytest's private temp dirs, so that user can reach it)."""
+    if not os.stat(tempfile.gettempdir()).st_mode & stat.S_IXOTH:
+        pytest.skip(f"{tempfile.gettempdir()} cannot be entered by other users")
     shared = Path(tempfile.mkdtemp(prefix="dgemm-shared-cache-"))
     try:
         shutil.copytree(fresh_dgemm_cache, shared, dirs_exist_ok=True)
