@@ -12,7 +12,7 @@ import dgemm.jit
 from dgemm.heuristics import select
 from dgemm.jit import compiler as compiler_module
 from dgemm.jit import entry as entry_format
-from dgemm.jit import remote
+from dgemm.jit import remote, safe_files
 from dgemm.jit.errors import MissingKernelError
 from redis_server import redis_server  # noqa: F401
 
@@ -38,14 +38,14 @@ def secret_reads(tmp_path, monkeypatch) -> list:
     secret_file.write_bytes(b"team secret\n")
     monkeypatch.setenv("DGEMM_CACHE_SECRET_FILE", str(secret_file))
     reads = []
-    real = Path.read_bytes
+    real = safe_files.read_regular
 
-    def recording(path):
-        if path == secret_file:
+    def recording(path, *args, **kwargs):
+        if Path(path) == secret_file:
             reads.append(path)
-        return real(path)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", recording)
+    monkeypatch.setattr(safe_files, "read_regular", recording)
     return reads
 
 

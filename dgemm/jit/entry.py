@@ -13,6 +13,13 @@ Layout (little-endian):
 With a secret configured, unsigned or badly signed entries are rejected. Without one, a signed
 entry is accepted on its checksum (its HMAC cannot be checked, but its integrity can).
 
+`unpack` checks in an order that trusts nothing it has not checked: the prefix (magic, version,
+known flags, a header of at most 1 MiB that fits), then the digests over the raw bytes (they
+are the blob's last 32 bytes, or 64 when signed, over everything before them), and only then
+parses the header (nesting bounded, every field of its JSON type) and checks that its size,
+cubin digest and key agree with the bytes. Whatever the bytes, it raises EntryError and nothing
+else; so do `read_header` and `describe`, which parse without verifying (for listings).
+
 The JIT is generic: `Entry.spec` is the spec's canonical JSON (what `spec.to_json()` returned),
 never a spec object, so this module knows no spec class. `unpack` is the one verification; the
 Entry it returns keeps its blob, so tiers hand the verified Entry on (and re-publish its blob)
@@ -25,6 +32,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import struct
 from typing import Optional
 
@@ -94,67 +102,79 @@ def pack(entry: Entry, secret: Optional[bytes] = None) -> bytes:
 
 
 def read_header(blob: bytes) -> dict:
-    """The JSON header alone, without verifying anything (for listings and cleanup reports)."""
+    """The JSON header alone, without verifying the digests (for listings and cleanup reports).
+    Its fields are checked for type, so a listing can use them as they are; a malformed blob
+    raises EntryError and nothing else."""
     _, _, header_size = _read_prefix(blob)
     return _parse_header(blob, header_size)
 
 
 def describe(blob: bytes) -> dict:
     """What listings keep about a blob, from its header alone (not verified): the spec (a
-    dict), its arch, the compiler and the created time. The remote tier's meta hash and bundle
-    manifests are made of these fields."""
+    dict), its arch (a str or None), the compiler and the created time. The remote tier's meta
+    hash and bundle manifests are made of these fields. EntryError for a malformed blob."""
     header = read_header(blob)
-    spec = header.get("spec") or {}
-    return {"spec": spec, "arch": spec.get("arch"), "compiler": header.get("compiler"),
-            "created": header.get("created")}
+    arch = header["spec"].get("arch")
+    return {"spec": header["spec"], "arch": arch if isinstance(arch, str) else None,
+            "compiler": header["compiler"], "created": header["created"]}
 
 
 def unpack(blob: bytes, expected_key: str, secret: Optional[bytes] = None) -> Entry:
-    """Verify `blob` completely and return its Entry (holding `blob`); EntryError says what was
-    wrong. The only place an entry is verified: callers pass the Entry on instead of calling
-    this again."""
+    """Verify `blob` completely and return its Entry (holding `blob`); EntryError (and nothing
+    else) says what was wrong. The only place an entry is verified: callers pass the Entry on
+    instead of calling this again.
+
+    The digests come first, over the raw bytes: the checksum (and, with a secret, the HMAC)
+    sit at the end of the blob, so they are checked before a byte of the header is parsed, and
+    with a secret only its holders can make this function parse anything."""
     _, flags, header_size = _read_prefix(blob)
+    body = _verified_body(blob, flags, header_size, secret)
     header = _parse_header(blob, header_size)
-    size = header.get("size")
-    if not isinstance(size, int) or size < 0:
-        raise EntryError(f"header size field is {size!r}; expected a non-negative int")
+    size = header["size"]
+    if len(body) != _PREFIX.size + header_size + size:
+        raise EntryError(f"entry body is {len(body)} bytes; its header promises "
+                         f"{_PREFIX.size + header_size + size} (truncated or padded)")
+    cubin = bytes(body[_PREFIX.size + header_size:])
+    actual_sha = hashlib.sha256(cubin).hexdigest()
+    if header["cubin_sha256"] != actual_sha:
+        raise EntryError(f"cubin sha256 is {actual_sha}; header says "
+                         f"{_short(header['cubin_sha256'], quote=False)}")
+    if header["key"] != expected_key:
+        raise EntryError(f"entry is for key {_short(header['key'], quote=False)}; expected "
+                         f"{expected_key}")
+    return Entry(key=header["key"],
+                 spec=json.dumps(header["spec"], sort_keys=True, separators=(",", ":")),
+                 compiler=header["compiler"], flags=tuple(header["flags"]),
+                 symbol=header["symbol"], cubin=cubin, created=float(header["created"]),
+                 compile_seconds=float(header["compile_seconds"]), blob=blob)
+
+
+def _verified_body(blob: bytes, flags: int, header_size: int,
+                   secret: Optional[bytes]) -> memoryview:
+    """Everything before the trailing digests, after checking them over the raw bytes."""
     signed = bool(flags & _SIGNED)
-    body_size = _PREFIX.size + header_size + size
-    expected_length = body_size + _DIGEST_SIZE * (2 if signed else 1)
-    if len(blob) != expected_length:
-        raise EntryError(f"entry is {len(blob)} bytes; its header promises {expected_length} "
-                         f"(truncated or padded)")
-    body = blob[:body_size]
-    checksum = blob[body_size:body_size + _DIGEST_SIZE]
+    trailer = _DIGEST_SIZE * (2 if signed else 1)
+    if len(blob) < _PREFIX.size + header_size + trailer:
+        raise EntryError(f"entry is {len(blob)} bytes, too short for its {header_size}-byte "
+                         f"header and digests (truncated)")
+    if secret and not signed:
+        raise EntryError("entry is unsigned but DGEMM_CACHE_SECRET is set")
+    view = memoryview(blob)
+    body = view[:len(blob) - trailer]
+    checksum = view[len(body):len(body) + _DIGEST_SIZE]
     if not hmac.compare_digest(hashlib.sha256(body).digest(), checksum):
         raise EntryError("entry checksum mismatch (corrupted bytes)")
     if secret:
-        if not signed:
-            raise EntryError("entry is unsigned but DGEMM_CACHE_SECRET is set")
-        tag = blob[body_size + _DIGEST_SIZE:]
+        tag = view[len(body) + _DIGEST_SIZE:]
         if not hmac.compare_digest(hmac.new(secret, body, hashlib.sha256).digest(), tag):
             raise EntryError("entry HMAC does not match DGEMM_CACHE_SECRET (signed with "
                              "another secret, or tampered with)")
-    cubin = blob[_PREFIX.size + header_size:body_size]
-    actual_sha = hashlib.sha256(cubin).hexdigest()
-    if header.get("cubin_sha256") != actual_sha:
-        raise EntryError(f"cubin sha256 is {actual_sha}; header says "
-                         f"{header.get('cubin_sha256')}")
-    if header.get("key") != expected_key:
-        raise EntryError(f"entry is for key {header.get('key')}; expected {expected_key}")
-    try:
-        if not isinstance(header["spec"], dict):
-            raise TypeError(f"spec is a {type(header['spec']).__name__}; expected an object")
-        return Entry(key=header["key"],
-                     spec=json.dumps(header["spec"], sort_keys=True, separators=(",", ":")),
-                     compiler=header["compiler"], flags=tuple(header["flags"]),
-                     symbol=header["symbol"], cubin=cubin, created=float(header["created"]),
-                     compile_seconds=float(header["compile_seconds"]), blob=blob)
-    except (KeyError, TypeError, ValueError) as error:
-        raise EntryError(f"entry header is missing or mistypes a field: {error!r}") from error
+    return body
 
 
 def _read_prefix(blob: bytes) -> tuple:
+    if not isinstance(blob, (bytes, bytearray)):
+        raise EntryError(f"entry is a {type(blob).__name__}; expected bytes")
     if len(blob) < _PREFIX.size:
         raise EntryError(f"entry is {len(blob)} bytes, shorter than its {_PREFIX.size}-byte "
                          f"prefix")
@@ -163,17 +183,82 @@ def _read_prefix(blob: bytes) -> tuple:
         raise EntryError(f"bad magic {magic!r}; expected {MAGIC!r}")
     if version != FORMAT_VERSION:
         raise EntryError(f"entry format version {version}; this dgemm reads {FORMAT_VERSION}")
+    if flags & ~_SIGNED:
+        raise EntryError(f"entry flags {flags:#x} has bits this dgemm does not know")
     if header_size > _MAX_HEADER or _PREFIX.size + header_size > len(blob):
         raise EntryError(f"header length {header_size} does not fit a {len(blob)}-byte entry")
     return version, flags, header_size
 
 
+# Field -> the JSON types it may have (bool is excluded from the numbers below by hand).
+_HEADER_FIELDS = {"key": str, "spec": dict, "compiler": str, "flags": list, "symbol": str,
+                  "created": (int, float), "compile_seconds": (int, float),
+                  "cubin_sha256": str, "size": int}
+_MAX_NESTING = 16      # a header nests 2 deep (header -> spec); deeper is crafted
+
+
 def _parse_header(blob: bytes, header_size: int) -> dict:
-    raw = blob[_PREFIX.size:_PREFIX.size + header_size]
+    """The header as a dict whose fields all have their types; EntryError otherwise. Bounded:
+    the caller has bounded `header_size`, and nesting is refused before it can exhaust the
+    stack."""
+    raw = bytes(blob[_PREFIX.size:_PREFIX.size + header_size])
+    if _nesting(raw) > _MAX_NESTING:
+        raise EntryError(f"entry header nests deeper than {_MAX_NESTING} levels (crafted)")
     try:
-        header = json.loads(raw.decode())
-    except (UnicodeDecodeError, ValueError) as error:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise EntryError(f"entry header is not JSON: {error}") from error
     if not isinstance(header, dict):
         raise EntryError(f"entry header is a {type(header).__name__}; expected an object")
+    for field, types in _HEADER_FIELDS.items():
+        value = header.get(field)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise EntryError(f"entry header field {field!r} is {_short(value)}; expected "
+                             f"{_type_names(types)}")
+    if header["size"] < 0:
+        raise EntryError(f"entry header field 'size' is {header['size']}; expected >= 0")
+    if not all(isinstance(flag, str) for flag in header["flags"]):
+        raise EntryError(f"entry header field 'flags' is {_short(header['flags'])}; expected "
+                         f"a list of strings")
+    for field in ("created", "compile_seconds"):
+        if not math.isfinite(_as_float(header[field])):
+            raise EntryError(f"entry header field {field!r} is {_short(header[field])}; "
+                             f"expected a finite number")
     return header
+
+
+def _as_float(number) -> float:
+    try:
+        return float(number)
+    except OverflowError:       # an int beyond float's range
+        return math.inf
+
+
+def _nesting(raw: bytes) -> int:
+    """The deepest nesting of [ and { in `raw`, counting brackets inside strings too (which
+    only overestimates, and no real header has many)."""
+    if raw.count(b"[") + raw.count(b"{") <= _MAX_NESTING:
+        return 0
+    depth = deepest = 0
+    for byte in raw:
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number an entry holds")
+
+
+def _short(value, quote: bool = True) -> str:
+    """`value` for a message, cut short: a crafted header may hold a megabyte."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_names(types) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join(t.__name__ for t in types)

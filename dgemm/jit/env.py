@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from . import safe_files
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -109,18 +110,34 @@ def cache_secret() -> Optional[bytes]:
         raise ConfigError("DGEMM_CACHE_SECRET and DGEMM_CACHE_SECRET_FILE are both set; "
                           "expected at most one of them (unset the other)")
     if secret_file is not None:
-        try:
-            # Strip the trailing newline editors and `echo` add; it is never part of a key.
-            data = Path(secret_file).expanduser().read_bytes().strip()
-        except OSError as error:
-            raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} cannot be read "
-                              f"({error.strerror}); expected a readable file holding the "
-                              f"secret") from error
-        if not data:
-            raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} is empty; expected a "
-                              f"file holding the secret")
-        return data
+        return _read_secret_file(secret_file)
     return None if secret is None else secret.encode()
+
+
+_MAX_SECRET_FILE_BYTES = 64 << 10      # a secret is tens of bytes; a huge file is a mistake
+
+
+def _read_secret_file(secret_file: str) -> bytes:
+    """The secret in DGEMM_CACHE_SECRET_FILE: a regular file (symlinks followed, as secret
+    mounts use them) of at most 64 KiB, opened without blocking, so a FIFO or a device named
+    by mistake is refused instead of hanging or being read forever."""
+    try:
+        data = safe_files.read_regular(Path(secret_file).expanduser(), _MAX_SECRET_FILE_BYTES,
+                                       follow_symlinks=True)
+    except safe_files.UnsafeFileError as error:
+        raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} cannot be used: {error}; "
+                          f"expected a regular file of at most {_MAX_SECRET_FILE_BYTES} bytes "
+                          f"holding the secret") from error
+    except OSError as error:
+        raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} cannot be read "
+                          f"({error.strerror or error}); expected a readable file holding the "
+                          f"secret") from error
+    # Strip the trailing newline editors and `echo` add; it is never part of a key.
+    data = data.strip()
+    if not data:
+        raise ConfigError(f"DGEMM_CACHE_SECRET_FILE={secret_file!r} is empty; expected a "
+                          f"file holding the secret")
+    return data
 
 
 # --- the remote tier (cache_service reads no environment: dgemm hands it these) ---------------
