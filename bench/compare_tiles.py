@@ -10,8 +10,11 @@ the packaged one (DGEMM_CSRC_DIR), to compare kernel sources in one process. `he
 heuristic's pick. Every config and cuBLAS-blk is timed in each of `rounds` alternating rounds
 (20 L2-flushed calls each, docs/benchmarks.md); the table gives the median TFLOPS per config and
 the median over rounds of (config / cuBLAS-blk of the same round), which cancels clock drift
-between rounds. --clocks also reads the SM clock and board power while each config runs
-back to back for ~0.5 s (the H200 is power-capped: the clock under load is part of the speed).
+between rounds; DeepGEMM (when `import deep_gemm` works, docs/benchmarks.md) is timed in the
+same rounds on the same inputs, with config / DeepGEMM per round the same way. All configs are
+compiled first in parallel worker processes. --clocks also reads the SM clock and board power
+while each config runs back to back for ~0.5 s (the H200 is power-capped: the clock under load
+is part of the speed).
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import dgemm
 from dgemm.heuristics import select
 from dgemm.utils import calc_diff
 
-from .baselines import cublas_blockwise
+from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module
 from .inputs import mn_major, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
@@ -116,6 +119,12 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
     fns, rows = {"cuBLAS-blk": cublas_blockwise(a, b, m)}, {}
+    deep_gemm = deep_gemm_module()
+    if deep_gemm is not None:
+        d_deep = torch.full_like(d, float("nan"))
+        fns["DeepGEMM"] = deep_gemm_dense(deep_gemm, a, b, d_deep)
+        fns["DeepGEMM"]()
+        rows["DeepGEMM"] = {"diff": calc_diff(d_deep, ref)}
     for text in configs:
         spec, csrc = parse_config(text, base)
         kernel = load(spec, csrc)
@@ -132,11 +141,48 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
         row = rows.get(name, {"diff": float("nan")})
         rounds = paired_ratios(samples, name, "cuBLAS-blk")
         row["tflops"] = flops / median(times) / 1e6
+        row["us"] = median(times)
         row["ratio"], row["ratio_range"] = median(rounds), (min(rounds), max(rounds))
+        if "DeepGEMM" in samples:
+            row["vs_deepgemm"] = median(paired_ratios(samples, name, "DeepGEMM"))
         if clocks:
             row["mhz"], row["watts"] = clock_and_power(fns[name])
         out[name] = row
     return out
+
+
+def precompile(shapes, configs) -> None:
+    """Compile every (shape, config) kernel in parallel worker processes first, one batch per
+    csrc tree (the workers read DGEMM_CSRC_DIR from the environment they are spawned with)."""
+    from dgemm.jobs.prewarm import compile_all
+    from dgemm.progress import Progress
+
+    by_csrc = {}
+    for m, n, k in shapes:
+        base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+        for text in configs:
+            spec, csrc = parse_config(text, base)
+            by_csrc.setdefault(csrc, []).append(spec)
+    previous = os.environ.get("DGEMM_CSRC_DIR")
+    try:
+        for csrc, specs in by_csrc.items():
+            if csrc:
+                os.environ["DGEMM_CSRC_DIR"] = csrc
+            else:
+                os.environ.pop("DGEMM_CSRC_DIR", None)
+            specs = list(dict.fromkeys(specs))
+            outcomes = compile_all(specs, os.cpu_count() or 1,
+                                   Progress("precompile", len(specs), enabled=False))
+            failed = [o for o in outcomes if o["status"] == "failed"]
+            print(f"precompiled {len(specs)} kernels from {csrc or 'csrc/'} "
+                  f"({len(failed)} failed)", flush=True)
+            for outcome in failed[:3]:
+                print(outcome.get("error", "")[:800], file=sys.stderr)
+    finally:
+        if previous is None:
+            os.environ.pop("DGEMM_CSRC_DIR", None)
+        else:
+            os.environ["DGEMM_CSRC_DIR"] = previous
 
 
 def main(argv=None) -> int:
@@ -152,6 +198,7 @@ def main(argv=None) -> int:
         print("compare_tiles: needs a CUDA GPU", file=sys.stderr)
         return 2
     torch.manual_seed(0)
+    precompile([tuple(int(v) for v in shape.split(",")) for shape in args.shape], args.config)
     results = []
     print(f"{gpu_name()}; {args.rounds} alternating rounds")
     for shape in args.shape:
@@ -165,8 +212,10 @@ def main(argv=None) -> int:
             extra = (f"  {r['mhz']:.0f} MHz {r['watts']:.0f} W "
                      f"{r['tflops'] * 1e6 / r['mhz'] / dgemm.get_num_sms():.0f} FLOP/clk/SM"
                      if args.clocks else "")
-            print(f"  {name:<40} {r['tflops']:7.0f} TFLOPS  x cuBLAS {r['ratio']:.3f} "
-                  f"[{lo:.3f}..{hi:.3f}]  diff {r['diff']:.1e}{extra}", flush=True)
+            deep = f"  x DeepGEMM {r['vs_deepgemm']:.3f}" if "vs_deepgemm" in r else ""
+            print(f"  {name:<40} {r['tflops']:7.0f} TFLOPS {r['us']:7.1f} us  x cuBLAS "
+                  f"{r['ratio']:.3f} [{lo:.3f}..{hi:.3f}]{deep}  diff {r['diff']:.1e}{extra}",
+                  flush=True)
     if args.json:
         args.json.write_text(json.dumps({"gpu": gpu_name(), "results": results}, indent=1))
     return 0

@@ -182,6 +182,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // enters its first lap part-way and leaves its last lap early (one guarded copy of the lap).
     constexpr bool kRingRotates = kNumKBlocks % kNumStages != 0;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
+    // B scales each loader lane holds in registers per chunk (one global round trip per chunk
+    // of 32 * kScalesBPerLane K blocks; the producer warpgroup has 40 registers).
+    constexpr uint32_t kMaxScalesBPerLane = kUniformScaleB ? 8 : 4;
+    constexpr uint32_t kScalesBPerLane = ceil_div(kNumKBlocks, 32u) < kMaxScalesBPerLane ?
+                                         ceil_div(kNumKBlocks, 32u) : kMaxScalesBPerLane;
 
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
     // 128 * 40 + kNumMathThreads * kNumMathRegisters must fit the SM's 65536 registers.
@@ -265,7 +270,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     if (threadIdx.x < 128) {
         // ==== TMA producer warpgroup =====================================================
         warpgroup_reg_dealloc<kNumTMARegisters>();
-        if (warp_idx == 0 and lane_idx == 0) {
+        // One elected thread issues every load. Elected with elect.sync (not `lane == 0`), its
+        // per-K-block chain stays in uniform registers: no register-to-uniform moves or
+        // per-TMA ELECT loops. NOTES: the `lane == 0` producer issued one K block per ~340 clk
+        // and was the bound of the small-M shapes (64x2112x7168: 12.9 -> 9.2 us with this and
+        // the intrinsic smem_addr, bench/NOTES.md v21).
+        if (warp_idx == 0 and elect_one_sync()) {
             uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
             while (scheduler.next(m_block, n_block, group)) {
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
@@ -320,12 +330,36 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 ++tile_count;
                 const float *sb_lo, *sb_hi;
                 scale_b_rows(n_block, group, sb_lo, sb_hi);
-                scales_b_empty[slot].wait(parity ^ 1);
                 float* sfb = smem_scales_b + slot * kNumScalesBPerTile;
-                for (uint32_t i = lane_idx; i < kNumKBlocks; i += 32) {
-                    sfb[i] = __ldg(sb_lo + i);
-                    if constexpr (not kUniformScaleB)
-                        sfb[kNumKBlocks + i] = __ldg(sb_hi + i);
+                // Every load of a chunk is issued before the first store, so a chunk costs one
+                // global round trip (a loop storing each value before the next load cost one per
+                // 32 K blocks: two cold HBM trips before the first promotion at K = 7168). The
+                // first chunk's loads are in flight while the slot is still being read.
+                // NOTES: +3..4% on the one-wave small-M shapes (bench/NOTES.md v21).
+                constexpr uint32_t kChunk = 32 * kScalesBPerLane;
+                #pragma unroll 1
+                for (uint32_t k0 = 0; k0 < kNumKBlocks; k0 += kChunk) {
+                    float lo[kScalesBPerLane], hi[kScalesBPerLane];
+                    #pragma unroll
+                    for (uint32_t j = 0; j < kScalesBPerLane; ++j) {
+                        const uint32_t i = k0 + j * 32 + lane_idx;
+                        if (i < kNumKBlocks) {
+                            lo[j] = __ldg(sb_lo + i);
+                            if constexpr (not kUniformScaleB)
+                                hi[j] = __ldg(sb_hi + i);
+                        }
+                    }
+                    if (k0 == 0)
+                        scales_b_empty[slot].wait(parity ^ 1);
+                    #pragma unroll
+                    for (uint32_t j = 0; j < kScalesBPerLane; ++j) {
+                        const uint32_t i = k0 + j * 32 + lane_idx;
+                        if (i < kNumKBlocks) {
+                            sfb[i] = lo[j];
+                            if constexpr (not kUniformScaleB)
+                                sfb[kNumKBlocks + i] = hi[j];
+                        }
+                    }
                 }
                 scales_b_full[slot].arrive();                // release: the stores above
             }

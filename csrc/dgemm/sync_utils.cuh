@@ -4,10 +4,10 @@
 
 namespace dgemm {
 
+// The compiler's own conversion (not inline-asm cvta): it folds `base + offset` of shared
+// buffers into immediates and keeps warp-uniform addresses in uniform registers.
 __device__ __forceinline__ uint32_t smem_addr(const void* ptr) {
-    uint32_t addr;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(addr) : "l"(ptr));
-    return addr;
+    return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
 // A 64-bit transaction barrier living in shared memory.
@@ -115,6 +115,17 @@ __device__ __forceinline__ void warpgroup_reg_alloc() {
 template <uint32_t kRegs>
 __device__ __forceinline__ void warpgroup_reg_dealloc() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(kRegs));
+}
+
+// True in exactly one lane of the (converged) warp. Code under it that depends only on
+// warp-uniform values can stay in uniform registers (the TMA producer: its per-K-block issue
+// chain), unlike code under `lane == 0`, which the compiler treats as divergent per thread.
+__device__ __forceinline__ bool elect_one_sync() {
+    uint32_t pred = 0;
+    asm volatile("{ .reg .pred p;\n"
+                 "elect.sync _|p, 0xffffffff;\n"
+                 "selp.u32 %0, 1, 0, p; }" : "=r"(pred));
+    return pred != 0;
 }
 
 __device__ __forceinline__ uint32_t lane_index() {
