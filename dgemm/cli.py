@@ -15,7 +15,8 @@ Configuration comes from the DGEMM_* environment (DGEMM_CACHE_DIR, DGEMM_REMOTE_
 DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Exit status, for scripts:
     0  success
     1  failure: some entry was bad, refused or could not be moved (see the report)
-    2  usage: bad arguments or a malformed DGEMM_* variable
+    2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
+       an export FILE that is not a regular file, a gc directory that is not a dgemm cache
     3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
   130  interrupted
 """
@@ -38,7 +39,8 @@ from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, cleanup, prewarm, sync
-from dgemm.jobs.cleanup import format_size
+from dgemm.jobs.cleanup import format_size, read_entry_file
+from dgemm.jobs.manifest import ManifestError
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -48,6 +50,11 @@ class _RemoteMissing(Exception):
     """The subcommand needs DGEMM_REMOTE_CACHE."""
 
 
+# Bad input, whatever the subcommand: a setting, a file handed to it, a path to write: exit 2.
+_USAGE_ERRORS = (ConfigError, bundle.BundleError, bundle.ExportTargetError, ManifestError,
+                 cleanup.CleanupError)
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -55,7 +62,7 @@ def main(argv: Optional[list] = None) -> int:
                         format="%(name)s: %(message)s", stream=sys.stderr)
     try:
         return args.handler(args)
-    except ConfigError as error:
+    except _USAGE_ERRORS as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
         return EXIT_USAGE
     except _RemoteMissing:
@@ -156,7 +163,8 @@ def _add_match_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_stats(args) -> int:
     settings = env.Settings.from_env()
     disk = _disk(settings)
-    local = [path.stat().st_size for _, path in disk.iter_entries()]
+    local = [size for size in (_size_of(path) for _, path in disk.iter_entries())
+             if size is not None]
     report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
               "remote": None}
     status = EXIT_OK
@@ -167,7 +175,7 @@ def cmd_stats(args) -> int:
         try:
             listing = cache.call(lambda: list(cache.store.iter_meta()))
             shown.update(up=True, entries=len(listing),
-                         bytes=sum(int(meta.get("bytes", 0)) for _, meta, _ in listing),
+                         bytes=sum(_count_field(meta, "bytes") for _, meta, _ in listing),
                          counters=cache.call(cache.store.counters))
         except RemoteUnavailable as error:
             shown["error"] = str(error)
@@ -188,17 +196,21 @@ def cmd_ls(args) -> int:
     if args.remote:
         cache = _remote(settings).cache
         for key, meta, last_use in cache.call(lambda: list(cache.store.iter_meta())):
-            rows.append(_row(key, meta.get("spec") or {}, meta.get("compiler"),
-                             meta.get("bytes"), last_use))
+            meta = meta if isinstance(meta, dict) else {}
+            rows.append(_row(key, meta.get("spec"), meta.get("compiler"), meta.get("bytes"),
+                             last_use))
     else:
         for key, path in _disk(settings).iter_entries():
             try:
-                header = entry_format.read_header(path.read_bytes())
+                blob = read_entry_file(path)
+                header = entry_format.read_header(blob)
+                stat = path.stat()
+            except FileNotFoundError:
+                continue                    # removed by gc or replaced meanwhile
             except (OSError, EntryError) as error:
                 rows.append(_row(key, {}, f"unreadable: {error}", None, None))
                 continue
-            stat = path.stat()
-            rows.append(_row(key, header.get("spec") or {}, header.get("compiler"),
+            rows.append(_row(key, header.get("spec"), header.get("compiler"),
                              stat.st_size, stat.st_mtime))
     rows.sort(key=lambda row: (row["kernel"], row["gemm_type"], row["n"], row["k"], row["key"]))
     if args.json:
@@ -236,7 +248,7 @@ def cmd_verify(args) -> int:
         progress = _progress("verify", len(entries), args)
         for key, path in entries:
             try:
-                problem = _problem(path.read_bytes(), key, disk.secret)
+                problem = _problem(read_entry_file(path), key, disk.secret)
             except FileNotFoundError:
                 continue                    # removed by gc or replaced meanwhile
             except OSError as error:
@@ -291,20 +303,26 @@ def cmd_export(args) -> int:
 
     def verified_entries():
         for key in keys:
-            entry = fetch(key)              # verified by the tier; bad entries are removed
+            try:
+                entry = fetch(key)          # verified by the tier; bad entries are removed
+            except (EntryError, OSError):
+                entry = None
             if entry is None:
                 unreadable.append(key)
             else:
                 yield entry
 
     progress = _progress("export", len(keys), args)
-    report = bundle.export_bundle(args.file, verified_entries(), progress=progress.advance)
-    progress.close()
+    try:
+        report = bundle.export_bundle(args.file, verified_entries(), progress=progress.advance)
+    finally:
+        progress.close()
+    refused = len(unreadable) + report.refused
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": len(unreadable)}
+               "refused": refused}
     _print_report(args, summary, f"exported {report.entries} entries ({format_size(report.bytes)}) "
-                                 f"to {args.file}; {len(unreadable)} refused")
-    return EXIT_FAILED if unreadable else EXIT_OK
+                                 f"to {args.file}; {refused} refused")
+    return EXIT_FAILED if refused else EXIT_OK
 
 
 def cmd_import(args) -> int:
@@ -373,6 +391,19 @@ def _this_node_arch() -> str:
     return utils.arch_for_capability(*torch.cuda.get_device_capability(0))
 
 
+def _size_of(path) -> Optional[int]:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None                 # removed meanwhile, or unreadable: not counted
+
+
+def _count_field(meta, name: str) -> int:
+    """A non-negative int field of an unverified meta dict; 0 when absent or malformed."""
+    value = meta.get(name) if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _problem(blob: bytes, key: str, secret) -> Optional[str]:
     try:
         entry_format.unpack(blob, key, secret)
@@ -400,12 +431,30 @@ def _print_transfer(args, verb: str, result) -> int:
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
-def _row(key: str, spec: dict, compiler, size, last_use) -> dict:
-    return {"key": key, "kernel": spec.get("kernel", "?"), "gemm_type": spec.get("gemm_type", "?"),
-            "n": spec.get("n", 0), "k": spec.get("k", 0), "groups": spec.get("num_groups"),
-            "block": f"{spec.get('block_m', '?')}x{spec.get('block_n', '?')}",
-            "stages": spec.get("num_stages"), "arch": spec.get("arch"), "compiler": compiler,
-            "bytes": size, "last_used": last_use}
+def _row(key: str, spec, compiler, size, last_use) -> dict:
+    """One listing row. Headers and Redis meta are read unverified, so every field is coerced
+    to the type the listing prints and sorts by; anything else shows as '?' or '-'."""
+    spec = spec if isinstance(spec, dict) else {}
+
+    def text(value, default="?"):
+        return value if isinstance(value, str) else default
+
+    def number(value, default=None):
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    return {"key": key, "kernel": text(spec.get("kernel")),
+            "gemm_type": text(spec.get("gemm_type")),
+            "n": number(spec.get("n"), 0), "k": number(spec.get("k"), 0),
+            "groups": number(spec.get("num_groups")),
+            "block": f"{number(spec.get('block_m'), '?')}x{number(spec.get('block_n'), '?')}",
+            "stages": number(spec.get("num_stages")), "arch": text(spec.get("arch"), None),
+            "compiler": text(compiler, None), "bytes": number(size),
+            "last_used": last_use if _is_timestamp(last_use) else None}
+
+
+def _is_timestamp(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and
+            0 < value < 1e11)       # a unix time that time.localtime can print
 
 
 def format_listing(rows: list) -> str:

@@ -102,9 +102,17 @@ def pull(tier: RemoteTier, disk: DiskTier, match: Match = Match(),
 
 
 def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Match) -> Transfer:
-    if not match(meta):
+    """Download one listed entry. Keys and meta come from Redis unverified: a key that is not
+    a cache key (it would become a file name) fails this entry, a meta that is not an object
+    counts as empty."""
+    if not match(meta if isinstance(meta, dict) else {}):
         return Transfer(skipped=1)
-    if disk.entry_path(key).exists():
+    try:
+        path = disk.entry_path(key)
+    except ValueError:
+        logger.warning("dgemm sync: remote key %.80r is not a cache key; skipped", key)
+        return Transfer(failed=1)
+    if path.exists():
         return Transfer(present=1)
     entry = tier.download(key)         # verified; a refused blob is deleted remotely
     if entry is None:
@@ -188,7 +196,10 @@ class _Stopped(Exception):
 
 
 def _json_or_empty(raw) -> dict:
+    """A meta hash value as a dict; {} for anything malformed (not JSON, nested too deeply,
+    not an object)."""
     try:
-        return json.loads(raw) if raw else {}
-    except ValueError:
+        value = json.loads(raw) if raw else {}
+    except (ValueError, TypeError, RecursionError):
         return {}
+    return value if isinstance(value, dict) else {}
