@@ -39,7 +39,7 @@ from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, cleanup, prewarm, sync
-from dgemm.jobs.cleanup import format_size, read_entry_file
+from dgemm.jobs.cleanup import format_size
 from dgemm.jobs.manifest import ManifestError
 from dgemm.progress import Progress
 
@@ -200,9 +200,10 @@ def cmd_ls(args) -> int:
             rows.append(_row(key, meta.get("spec"), meta.get("compiler"), meta.get("bytes"),
                              last_use))
     else:
-        for key, path in _disk(settings).iter_entries():
+        disk = _disk(settings)
+        for key, path in disk.iter_entries():
             try:
-                blob = read_entry_file(path)
+                blob = disk.read_blob(key)
                 header = entry_format.read_header(blob)
                 stat = path.stat()
             except FileNotFoundError:
@@ -248,7 +249,7 @@ def cmd_verify(args) -> int:
         progress = _progress("verify", len(entries), args)
         for key, path in entries:
             try:
-                problem = _problem(read_entry_file(path), key, disk.secret)
+                problem = _problem(disk.read_blob(key), key, disk.secret)
             except FileNotFoundError:
                 continue                    # removed by gc or replaced meanwhile
             except OSError as error:

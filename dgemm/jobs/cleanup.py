@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import fcntl
 import functools
 import json
@@ -50,7 +49,6 @@ _LOCK_NAME = re.compile(r"^[0-9a-f]{64}\.lock$")
 # process before that process counts as someone else (slack for clock steps and for the
 # one-second resolution of the boot time).
 _PID_REUSE_SLACK = 60.0
-MAX_ENTRY_BYTES = 256 << 20     # far above any cubin; bounds what reading one entry may cost
 
 
 class CleanupError(ValueError):
@@ -259,12 +257,13 @@ class Cleaner:
         """Verify one entry; remove it if corrupt or from another compiler. True if removed."""
         from dgemm.jit import entry as entry_format
         from dgemm.jit.errors import EntryError
+        from dgemm.jit.safe_files import UnsafeFileError
 
         try:
-            blob = read_entry_file(scanned.path)
+            blob = self.disk.read_blob(scanned.key)
         except FileNotFoundError:
             return True                     # removed by someone else since the scan
-        except NotAnEntryFileError as exc:
+        except UnsafeFileError as exc:
             return self._remove_entry(scanned, "corrupt", detail=str(exc))
         except OSError as exc:
             self.errors.append(f"cannot read {scanned.path}: {exc}")
@@ -506,48 +505,6 @@ def _unlink_quietly(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
-
-
-class NotAnEntryFileError(OSError):
-    """An entry path holds something that cannot be an entry: not a regular file (a symlink,
-    FIFO, device, directory) or larger than any entry."""
-
-
-def read_entry_file(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
-    """The bytes of the entry file at `path`: a regular file of at most `limit` bytes, opened
-    without following a symlink and without blocking, so a FIFO, a device or a huge sparse
-    file at an entry path is refused (NotAnEntryFileError) instead of hanging or flooding the
-    job. Other failures raise OSError.
-
-    Local stand-in for the bounded regular-file reader dgemm.jit gets for issue 15 item 5;
-    fold this into that one when both are merged."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NotAnEntryFileError(errno.ELOOP, "is a symlink, not an entry file",
-                                      str(path)) from None
-        raise
-    try:
-        stat = os.fstat(descriptor)
-        if not stat_module.S_ISREG(stat.st_mode):
-            raise NotAnEntryFileError(errno.EINVAL, "is not a regular file", str(path))
-        if stat.st_size > limit:
-            raise NotAnEntryFileError(errno.EFBIG, f"is {stat.st_size} bytes, more than any "
-                                                   f"entry ({limit})", str(path))
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(descriptor, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        if left <= 0:
-            raise NotAnEntryFileError(errno.EFBIG, f"grew past {limit} bytes while read",
-                                      str(path))
-        return b"".join(chunks)
-    finally:
-        os.close(descriptor)
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
