@@ -194,6 +194,14 @@ class EntryStore:
                 raise replies.unexpected("ZRANGE of the index", pair, "member-score pairs")
             yield _member(pair[0], "ZRANGE of the index"), pair[1] / 1000
 
+    def count_meta(self) -> int:
+        """How many keys the meta hash lists (for progress bars): one HLEN."""
+        with replies.key_of_type(self.ns.meta, "hash", META_HOLDS):
+            count = self.client.hlen(self.ns.meta)
+        if not isinstance(count, int) or count < 0:
+            raise replies.unexpected("HLEN of the meta hash", count, "a non-negative integer")
+        return count
+
     def _meta_keys(self) -> list:
         with replies.key_of_type(self.ns.meta, "hash", META_HOLDS):
             members = replies.array(self.client.hkeys(self.ns.meta), "HKEYS of the meta hash")

@@ -283,7 +283,7 @@ def cmd_pull(args) -> int:
     tier, disk = _remote(settings), _disk(settings)
     match = _match(args, settings)
     cache = tier.cache
-    total = cache.call(lambda: cache.client.hlen(cache.namespace.meta))
+    total = cache.call(cache.store.count_meta)
     progress = _progress("pull", total, args)
     result = sync.pull(tier, disk, match, progress=progress.advance)
     progress.close()
