@@ -296,14 +296,14 @@ class Child:
     def wait_for(self, path: Path) -> bool:
         """Wait until `path` has content (a DGEMM_TEST_PAUSE_MARKER); False if the process ended
         or the bound passed first."""
-        while time.monotonic() < self.deadline:
+        while True:
+            ended = self.exitcode is not None      # before the look: it writes, then ends
             with contextlib.suppress(OSError):
                 if path.stat().st_size > 0:
                     return True
-            if self.exitcode is not None:
+            if ended or time.monotonic() > self.deadline:
                 return False
             time.sleep(0.02)
-        return False
 
     def signal(self, number: int) -> None:
         if self.exitcode is None:
@@ -1197,7 +1197,7 @@ def stalled_owners(t: Trial, variant: str) -> None:
     redis = t.redis()
     lease = {"DGEMM_REMOTE_LEASE_TTL": t.mode.lease_ttl} if t.mode.lease_ttl else {}
     marker = t.dir / "owner.pid"
-    pause_s = 1 if variant == "publish-timed-out" else FOREVER_S
+    pause_s = 3 if variant == "publish-timed-out" else FOREVER_S
     owner = t.rank(t.env(t.node("a"), redis, DGEMM_TEST_PAUSE=f"compile:{pause_s}",
                          DGEMM_TEST_PAUSE_MARKER=marker, **lease), spec, role="owner")
     if not owner.wait_for(marker):
@@ -1210,6 +1210,8 @@ def stalled_owners(t: Trial, variant: str) -> None:
         owner.signal(signal.SIGSTOP)
     elif variant == "publish-timed-out":
         redis.pause()
+        if owner.exitcode is not None:
+            raise RuntimeError("the owner ended before Redis was stopped")
         t.check_rank(owner, spec)       # served from its own compile; the publish timed out
         redis.resume()
     else:
