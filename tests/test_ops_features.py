@@ -89,7 +89,7 @@ def test_version_is_written_once_and_shown_by_the_package_and_the_command(capsys
     assert capsys.readouterr().out.strip() == f"dgemm-cache {__version__}"
 
 
-# --- --help and --version import neither torch nor redis --------------------------------------------
+# --- --help and --version import neither torch nor redis -----------------------------------------
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["prewarm", "--help"],
                                   ["gc", "--help"], ["clear", "--help"], ["doctor", "--help"],
                                   ["ls", "--help"]], ids=" ".join)
@@ -248,7 +248,7 @@ def test_doctor_without_a_gpu_says_so_instead_of_failing(capsys, disk):
     assert checks["gpu"]["status"] == "info" and "none visible" in checks["gpu"]["value"]
 
 
-# --- clear (local) ---------------------------------------------------------------------------------
+# --- clear (local) -------------------------------------------------------------------------------
 def test_clear_removes_every_entry_but_nothing_else(capsys, disk):
     for key in KEYS[:3]:
         disk.put_blob(key, make_entry_blob(key))
@@ -334,7 +334,7 @@ def test_clear_remote_on_a_dead_redis_exits_3(capsys, disk, remote):
     assert run(capsys, "clear", "--remote", "--yes")[0] == cli.EXIT_NO_REMOTE
 
 
-# --- gc --remote -------------------------------------------------------------------------------------
+# --- gc --remote ---------------------------------------------------------------------------------
 DAY_MS = 86_400_000
 
 
