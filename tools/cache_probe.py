@@ -497,8 +497,10 @@ class Lab:
         shutil.copytree(REPO / "csrc", self.csrc)
         shutil.copytree(REPO / "tests" / "data" / "csrc", self.csrc, dirs_exist_ok=True)
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["__main__", "dgemm", "dgemm.cli", "redis",
-                                             "cache_service.remote_cache"])
+        # dgemm.heuristics imports torch (`import dgemm` and dgemm.cli no longer do), which
+        # ranks and the pull/sync commands need: preloaded, a child costs no torch import.
+        self.context.set_forkserver_preload(["__main__", "dgemm", "dgemm.cli", "dgemm.heuristics",
+                                             "redis", "cache_service.remote_cache"])
         self.base_env = {name: value for name, value in os.environ.items()
                          if not name.startswith("DGEMM_")}
         self.base_env["DGEMM_CSRC_DIR"] = str(self.csrc)

@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 
-from dgemm.heuristics import KernelSpec, select
+from dgemm.kernels.spec import KernelSpec
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "shapes"
 SECTIONS = ("dense", "grouped_contiguous", "grouped_masked")
@@ -193,6 +193,7 @@ def _align_up(value: int, align: int) -> int:
 def specs_for(problem_list: list[Problem], num_sms: int,
               arch: str) -> dict[KernelSpec, list[Problem]]:
     """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves."""
+    from dgemm.heuristics import select     # here: it imports torch, which `--help` must not
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:
         try:

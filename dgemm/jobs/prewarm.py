@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from dgemm.heuristics import KernelSpec
+from dgemm.kernels.spec import KernelSpec      # not dgemm.heuristics: that imports torch
 from dgemm.jobs import manifest as manifests
 from dgemm.progress import Progress
 
