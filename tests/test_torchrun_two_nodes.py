@@ -29,8 +29,8 @@ from redis_server import free_port, redis_server  # noqa: F401  (fixture: a real
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "twonodes"
-JOB_TIMEOUT_S = 50          # one whole job, both agents; a hang fails instead of stalling CI
-RENDEZVOUS_TIMEOUT_S = 30   # an agent whose peer never comes gives up by itself
+JOB_TIMEOUT_S = 120         # one whole job, both agents (~10 s): a hang fails, CI goes on
+RENDEZVOUS_TIMEOUT_S = 60   # an agent whose peer never comes gives up by itself
 
 # Variables of an enclosing torchrun (if pytest itself runs under one) must not leak into ours.
 _TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
