@@ -19,7 +19,7 @@ _EXPORTS = {
     "get_num_sms": "utils", "ceil_div": "utils", "calc_diff": "utils",
 }
 # Submodules that `import dgemm` used to load as a side effect; still reachable as attributes.
-_SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels")
+_SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels", "ops", "compat")
 
 __all__ = [*_EXPORTS, "jit", "__version__"]
 
