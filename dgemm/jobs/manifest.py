@@ -190,15 +190,16 @@ def _align_up(value: int, align: int) -> int:
     return max(align, (value + align - 1) // align * align)
 
 
-def specs_for(problem_list: list[Problem], num_sms: int,
-              arch: str) -> dict[KernelSpec, list[Problem]]:
-    """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves."""
+def specs_for(problem_list: list[Problem], num_sms: int, arch: str,
+              family: str | None = None) -> dict[KernelSpec, list[Problem]]:
+    """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves.
+    `family` forces a kernel family as `heuristics.select` does (None: the arch's own)."""
     from dgemm.heuristics import select     # here: it imports torch, which `--help` must not
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:
         try:
             spec = select(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
-                          num_sms, arch)
+                          num_sms, arch, family=family)
         except ValueError as exc:
             raise ManifestError(f"no kernel for {problem}: {exc}") from exc
         served.setdefault(spec, []).append(problem)
