@@ -242,19 +242,23 @@ def test_a_dispatch_mode_sees_the_operator(fake_cuda):
 
 def test_plain_tensors_and_parameters_outside_any_mode_go_directly():
     t = torch.empty(4)
-    assert gemm._direct(t, torch.nn.Parameter(torch.empty(4), requires_grad=False))
+    weight = torch.nn.Parameter(torch.empty(4), requires_grad=False)
+    assert gemm._direct(t, t, weight, t, None)
+    assert gemm._direct(t, t, weight, t, t, t)
 
 
 def test_fake_tensors_go_through_the_dispatcher_even_outside_their_mode():
     with FakeTensorMode():
         fake = torch.empty(4)
-    assert not gemm._direct(torch.empty(4), fake)
+    t = torch.empty(4)
+    assert not gemm._direct(t, t, t, t, fake)
+    assert not gemm._direct(t, t, t, t, t, fake)
 
 
 def test_a_dispatch_mode_or_a_torch_function_mode_sends_calls_through_the_dispatcher():
     t = torch.empty(4)
     with RecordingMode():
-        assert not gemm._direct(t)
+        assert not gemm._direct(t, t, t, t, None)
     with TorchFunctionMode():
-        assert not gemm._direct(t)
-    assert gemm._direct(t)
+        assert not gemm._direct(t, t, t, t, None)
+    assert gemm._direct(t, t, t, t, None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .. import gemm, utils
 from ..jit import state
@@ -165,8 +166,8 @@ def _refuse_ue8m0_cast(fn: str, a) -> None:
     it rounds them to powers of two unless disabled: refuse there rather than differ."""
     data = a[0] if isinstance(a, (tuple, list)) and a else None
     if not (isinstance(data, torch.Tensor) and data.device.type == "cuda"
-            and gemm._direct(data)):    # fake or traced tensors: no device to ask
-        return
+            and not torch.compiler.is_compiling() and not isinstance(data, FakeTensor)):
+        return                          # fake or traced tensors: no device to ask
     index = data.device.index
     major = _arch_majors.get(index)
     if major is None:
