@@ -33,7 +33,7 @@ _KIND = {"POSITIONAL_ONLY": inspect.Parameter.POSITIONAL_ONLY,
          "POSITIONAL_OR_KEYWORD": inspect.Parameter.POSITIONAL_OR_KEYWORD}
 
 
-# --- names and parameters ---------------------------------------------------------------------------
+# --- names and parameters -------------------------------------------------------------------------
 def test_the_recorded_list_holds_the_hopper_api_the_issue_names():
     assert len(API["hopper_api"]) == 18
     assert API["functions"]["fp8_m_grouped_gemm_nt_masked"]["alias_of"] == \
@@ -82,7 +82,7 @@ def test_the_recorder_reproduces_the_checked_in_list_from_the_anchor_tarball():
     assert recorded["functions"] == API["functions"]
 
 
-# --- calls and unsupported options (fake CUDA tensors: no GPU) --------------------------------------
+# --- calls and unsupported options (fake CUDA tensors: no GPU) ------------------------------------
 def _dense(m=64, n=256, k=256):
     a = (torch.empty(m, k, dtype=FP8, device="cuda"), torch.empty(m, k // 128, device="cuda"))
     b = (torch.empty(n, k, dtype=FP8, device="cuda"),
@@ -183,7 +183,7 @@ def test_transform_sf_refuses_packed_scales_and_other_granularities():
         dg.transform_sf_into_required_layout(torch.ones(64, 8), 64, 256, (1, 32))
 
 
-# --- helpers that behave like DeepGEMM's ------------------------------------------------------------
+# --- helpers that behave like DeepGEMM's ----------------------------------------------------------
 def test_per_token_cast_pads_any_width_and_ue8m0_scales_are_powers_of_two():
     x = torch.randn(3, 200)
     x_fp8, scales = dg.per_token_cast_to_fp8(x, use_ue8m0=True)
@@ -218,7 +218,7 @@ def test_math_helpers_and_pdl_flag():
     assert dg.get_pdl() is True
 
 
-# --- DG_JIT_CACHE_DIR ---------------------------------------------------------------------------------
+# --- DG_JIT_CACHE_DIR -----------------------------------------------------------------------------
 def test_dg_jit_cache_dir_is_the_disk_root_when_dgemm_cache_dir_is_unset(monkeypatch, tmp_path):
     monkeypatch.delenv("DGEMM_CACHE_DIR")
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path / "dg"))
@@ -241,7 +241,7 @@ def test_doctor_shows_the_root_taken_from_dg_jit_cache_dir(monkeypatch, tmp_path
     assert str(tmp_path / "dg") in check.value and "from DG_JIT_CACHE_DIR" in check.value
 
 
-# --- python -m dgemm.compat ---------------------------------------------------------------------------
+# --- python -m dgemm.compat -----------------------------------------------------------------------
 CHILD = """
 import subprocess, sys
 import deep_gemm

@@ -94,7 +94,7 @@ def test_importing_dgemm_ops_registers_every_operator_in_the_dgemm_namespace():
         assert getattr(torch.ops.dgemm, name).default.namespace == "dgemm"
 
 
-# --- FakeTensorMode ---------------------------------------------------------------------------------
+# --- FakeTensorMode -------------------------------------------------------------------------------
 def test_fp8_gemm_nt_with_d_none_returns_a_bf16_m_by_n_cuda_tensor_under_fake_mode(fake_cuda):
     a, b, _ = dense(m=64, n=384)
     out = dgemm.fp8_gemm_nt(a, b)
@@ -156,7 +156,7 @@ def test_calling_an_operator_on_cpu_tensors_raises_the_device_error():
         torch.ops.dgemm.fp8_gemm_nt(a[0], a[1], b[0], b[1], d)
 
 
-# --- torch.compile ----------------------------------------------------------------------------------
+# --- torch.compile --------------------------------------------------------------------------------
 class GraphRecorder:
     """A torch.compile backend that keeps each graph and runs it as traced (under the test's
     FakeTensorMode, so the operators' fake implementations run, not the GPU)."""
@@ -222,7 +222,7 @@ def test_functionalization_turns_the_in_place_operator_into_a_functional_one():
     assert "auto_functionalized" in code and "dgemm.fp8_gemm_nt.default" in code
 
 
-# --- eager: directly or through the dispatcher -----------------------------------------------------
+# --- eager: directly or through the dispatcher ----------------------------------------------------
 class RecordingMode(TorchDispatchMode):
     def __init__(self):
         super().__init__()

@@ -68,7 +68,7 @@ def test_warmup_is_exported_from_dgemm():
     assert dgemm.warmup is warm.warmup
 
 
-# --- the capture-time check -------------------------------------------------------------------------
+# --- the capture-time check -----------------------------------------------------------------------
 @pytest.fixture
 def capturing(monkeypatch):
     """The current stream reports a CUDA graph capture (a CPU-only torch cannot capture)."""

@@ -38,7 +38,7 @@ def refill(static: tuple, fresh: tuple) -> None:
         dst.copy_(src)
 
 
-# --- capture and replay -------------------------------------------------------------------------
+# --- capture and replay ---------------------------------------------------------------------------
 @pytest.mark.parametrize("scales", ["pre-transformed", "row-major", "d=None"])
 def test_fp8_gemm_nt_captures_and_replays_after_warmup(scales):
     m, n, k = 64, 2112, 7168
@@ -111,7 +111,7 @@ def test_one_warmup_over_a_range_serves_a_capture_at_every_m_of_it():
         assert dgemm.calc_diff(d, case.ref) < DIFF_BAR, f"m={m}"
 
 
-# --- the capture-time error ---------------------------------------------------------------------
+# --- the capture-time error -----------------------------------------------------------------------
 def test_a_capture_that_would_load_a_kernel_raises_naming_the_shape_and_the_warmup():
     m, n, k = 96, 1536, 7168          # no other test of this process loads this spec first
     case = random_dense(m, n, k)
