@@ -19,7 +19,8 @@ The implementations live in `dgemm.gemm`, which validates every input with the s
 as the public functions, so a direct `torch.ops.dgemm.*` call is checked too (tensors off CUDA
 raise RuntimeError). The public functions (`dgemm.fp8_gemm_nt`, ...) validate in Python before
 they reach an operator, so a bad input raises the same clear exception in eager mode and under
-FakeTensorMode. The operators exist once this module is imported: `dgemm.gemm` imports it, so
+FakeTensorMode; while torch.compile traces too, except that with fullgraph=True Dynamo reports
+it as `torch._dynamo.exc.Unsupported` whose text holds dgemm's message. The operators exist once this module is imported: `dgemm.gemm` imports it, so
 any use of the GEMMs registers them; `import dgemm.ops` registers them explicitly (`import
 dgemm` alone imports nothing, to keep the `dgemm-cache` command fast).
 """

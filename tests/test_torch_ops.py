@@ -199,6 +199,17 @@ def test_a_validation_error_while_compiling_without_fullgraph_is_the_eager_excep
         compiled((a[0], _empty((32, 2))), b, d)
 
 
+def test_a_validation_error_under_fullgraph_carries_dgemms_message(fake_cuda):
+    """fullgraph=True forbids falling back to eager, so Dynamo reports the exception the
+    traced code raised as Unsupported; its text still holds dgemm's message."""
+    a, b, d = dense(m=64, k=256)
+    compiled = torch.compile(lambda a, b, d: dgemm.fp8_gemm_nt(a, b, d), backend="eager",
+                             fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported,
+                       match=r"a\[1\] \(scales\) must have shape"):
+        compiled((a[0], _empty((32, 2))), b, d)
+
+
 def test_functionalization_turns_the_in_place_operator_into_a_functional_one():
     """AOT autograd (torch.compile's stage before Inductor) must see the write to `d`: the
     forward graph holds auto_functionalized and returns the new value of d as a mutated
