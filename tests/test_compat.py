@@ -101,6 +101,24 @@ def test_fp8_gemm_nt_with_vllms_keywords_runs_and_returns_none(fake_cuda):
     assert dg.fp8_gemm_nt(a, b, d, recipe_a=(1, 128), recipe_b=(128, 128)) is None
 
 
+def test_compile_fullgraph_traces_the_drop_in_without_a_graph_break(fake_cuda):
+    import torch._dynamo
+    torch._dynamo.reset()
+    a, b, d = _dense()
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(lambda a, b, d: dg.fp8_gemm_nt(a, b, d), backend=keep,
+                             fullgraph=True)
+    compiled(a, b, d)
+    targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.dgemm.fp8_gemm_nt.default]
+    torch._dynamo.reset()
+
+
 def test_the_contiguous_layout_is_accepted_fourth_by_position_or_either_keyword(fake_cuda):
     a = (torch.empty(256, 256, dtype=FP8, device="cuda"), torch.empty(256, 2, device="cuda"))
     b = (torch.empty(2, 256, 256, dtype=FP8, device="cuda"), torch.empty(2, 2, 2, device="cuda"))
@@ -281,6 +299,20 @@ def test_without_dgemm_compat_the_alias_is_not_installed(tmp_path):
                             env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
                             text=True, timeout=120)
     assert result.returncode != 0 and "deep_gemm" in result.stderr
+
+
+def test_a_child_loads_the_dgemm_that_python_m_dgemm_compat_ran_from(tmp_path):
+    """A child whose PYTHONPATH kept only the hook, where another dgemm (or none) would be
+    found, still loads the copy recorded in DGEMM_COMPAT_ROOT and gets the alias."""
+    from dgemm.compat.__main__ import SITE_DIR
+    environ = dict(os.environ, PYTHONPATH=str(SITE_DIR), DGEMM_COMPAT_ROOT=str(REPO))
+    script = "import deep_gemm, dgemm; print(deep_gemm.__name__, dgemm.__file__)"
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=environ,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    name, location = result.stdout.split()
+    assert name == "dgemm.compat.deep_gemm"
+    assert Path(location) == REPO / "dgemm" / "__init__.py"
 
 
 def test_the_exit_status_is_the_commands(tmp_path):

@@ -6,8 +6,9 @@ it starts, imports dgemm's module as `deep_gemm`, without editing COMMAND.
 
 It puts dgemm/compat/site first on PYTHONPATH (its sitecustomize.py installs the alias of
 `dgemm.compat.alias` at interpreter start-up and then runs any sitecustomize it shadows) and
-replaces itself with COMMAND (exec: same pid, signals and exit status). Children inherit
-PYTHONPATH; a process started with `python -I` or `-E`, or with PYTHONPATH replaced, does
+replaces itself with COMMAND (exec: same pid, signals and exit status). DGEMM_COMPAT_ROOT
+names the directory this dgemm was loaded from, so every process loads this same copy. Children
+inherit PYTHONPATH; a process started with `python -I` or `-E`, or with PYTHONPATH replaced, does
 not get the alias. When a real DeepGEMM is installed too, dgemm's module wins.
 Exit status: COMMAND's; 2 without a COMMAND; 127 when COMMAND is not found.
 """

@@ -1,7 +1,8 @@
 """`dgemm-cache doctor` (alias `show-config`): print the effective settings and check them.
 
 One line per check: dgemm's version; the local cache directory (exists, a dgemm cache, private,
-writable, how many entries; a missing one must be creatable); the HMAC secret (set or not: its
+writable, how many entries; a missing one must be creatable; named with DG_JIT_CACHE_DIR when
+that variable, not DGEMM_CACHE_DIR, set it); the HMAC secret (set or not: its
 value is never printed); the remote (URL with its password redacted, namespace, numbers, and
 whether it answers a PING within DGEMM_REMOTE_TIMEOUT); the compiler and its version (NVRTC
 loadable or nvcc found); this host's GPU (arch and SM count, through torch; a host without one

@@ -2,9 +2,11 @@
 Python process started under it runs this file, which makes `import deep_gemm` load dgemm's
 module (`dgemm.compat.alias`) and then runs the `sitecustomize` this one shadows, if any.
 
-It imports only dgemm.compat.alias (no torch): a process that never imports deep_gemm pays
-next to nothing. DGEMM_COMPAT_ROOT, set by `python -m dgemm.compat`, is the directory holding
-the dgemm package that started it, appended to sys.path when dgemm is not importable otherwise.
+It imports only dgemm's package root and dgemm.compat.alias (no torch): a process that never
+imports deep_gemm pays next to nothing. DGEMM_COMPAT_ROOT, set by `python -m dgemm.compat`, is
+the directory holding the dgemm package that started it; that copy is the one loaded, even
+where another dgemm is installed or the child's sys.path lacks it, so parent and children run
+the same dgemm.
 """
 import importlib.machinery
 import importlib.util
@@ -13,14 +15,19 @@ import sys
 
 
 def _install_alias():
-    try:
-        import dgemm.compat.alias as alias
-    except ImportError:
-        root = os.environ.get("DGEMM_COMPAT_ROOT")
-        if not root:
+    root = os.environ.get("DGEMM_COMPAT_ROOT")
+    init = os.path.join(root, "dgemm", "__init__.py") if root else None
+    if init and "dgemm" not in sys.modules and os.path.isfile(init):
+        spec = importlib.util.spec_from_file_location(
+            "dgemm", init, submodule_search_locations=[os.path.dirname(init)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["dgemm"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules["dgemm"]
             raise
-        sys.path.append(root)
-        import dgemm.compat.alias as alias
+    import dgemm.compat.alias as alias
     alias.install()
 
 
