@@ -5,8 +5,8 @@ Checks run in a fixed order so each error is precise: argument structure and dty
 (RuntimeError). The device-side index tensors (m_indices, masked_m) are never read on the host:
 that would synchronise the stream on the hot path.
 
-Every GEMM is also a custom operator (`dgemm.ops`, namespace `dgemm`) whose CUDA implementation
-is registered here. A public function validates its inputs in Python, then either runs the
+Every GEMM is also a custom operator (`dgemm.ops`, namespace `dgemm`) whose implementation is
+here (the `*_op` functions, which validate again). A public function validates its inputs in Python, then either runs the
 implementation directly or calls the operator: directly when nothing could observe the
 operator (plain eager mode: not inside torch.compile's tracing, no dispatch or torch-function
 mode, no functorch transform, only plain tensors), because the dispatcher costs more per call
@@ -213,8 +213,8 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
             f"that is not loaded yet, and the current stream is capturing a CUDA graph, where "
             f"dgemm may not compile or load one (it would break the capture). Before "
             f"capturing, run dgemm.warmup({kind!r}, m=[...], n={n}, k={k}{groups}) with every "
-            f"M the graph will see (e.g. m=range(1, {max(m, 1)} + 1)), or make this call once "
-            f"outside the capture.")
+            f"{what.split('=')[0]} the graph will see (a list, or a range such as "
+            f"m=range(1, 4097)), or make this call once outside the capture.")
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
