@@ -192,6 +192,17 @@ def test_dynamo_explain_counts_no_graph_break(name, fake_cuda):
     assert explanation.graph_count == 1
 
 
+@pytest.mark.parametrize("name", ["fp8_gemm_nt", "fp8_gemm_nt(d=None)"])
+def test_compile_with_dynamic_m_serves_a_new_m_without_another_graph(name, fake_cuda):
+    fn, _ = CALLS[name]
+    recorder = GraphRecorder()
+    compiled = torch.compile(fn, backend=recorder, fullgraph=True, dynamic=True)
+    compiled(*dense(m=64))
+    out = compiled(*dense(m=100))
+    assert tuple(out.shape) == (100, 384)
+    assert len(recorder.graphs) == 1
+
+
 def test_a_validation_error_while_compiling_without_fullgraph_is_the_eager_exception(fake_cuda):
     a, b, d = dense(m=64, k=256)
     compiled = torch.compile(lambda a, b, d: dgemm.fp8_gemm_nt(a, b, d), backend="eager")
