@@ -20,6 +20,7 @@ of compiling or loading inside the capture. `dgemm.warmup` loads a range ahead o
 """
 from __future__ import annotations
 
+import threading
 from typing import Optional, Tuple
 
 import torch
@@ -27,12 +28,13 @@ import torch
 from . import heuristics, kernels, ops, utils
 from .jit import env, state
 from .jit.errors import KernelNotWarmError
-from .kernels import loader, portable_fp8
+from .kernels import loader, plans, portable_fp8
 
 FP8 = torch.float8_e4m3fn
 _BLOCK = 128                   # K block of one scale; rows of B per scale
 _MK_ALIGNMENT = 128            # rows of each group in the contiguous layout are padded to this
 _PTR_ALIGNMENT = 16            # bytes: cp.async / TMA need 16-byte aligned bases
+_DEVICE_TYPE = "cuda"          # the device the GEMMs run on (bench/stub_launch.py: "cpu")
 
 
 def get_mk_alignment_for_contiguous_layout() -> int:
@@ -110,7 +112,7 @@ def _check_contiguous(fn: str, name: str, t: torch.Tensor, real: bool = True) ->
 
 def _check_devices(fn: str, named: Tuple[Tuple[str, torch.Tensor], ...]) -> torch.device:
     device = named[0][1].device
-    if device.type != "cuda":
+    if device.type != _DEVICE_TYPE:
         raise RuntimeError(f"{fn}: tensors must be on a CUDA device; {named[0][0]} is on "
                            f"{device}")
     for name, t in named[1:]:
@@ -181,7 +183,8 @@ def selection_for(device_index: int) -> dict:
 
 
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
-            a, sa, b, sb, d, layout) -> None:
+            a, sa, b, sb, d, layout):
+    """Select, load and launch; returns the launch plan used (None if the call had none)."""
     index = device.index
     spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(index),
                              arch=_device_arch(index), family=_forced_family())
@@ -189,7 +192,8 @@ def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.de
     kernel = _ready.get((spec, index, fingerprint))
     if kernel is None:
         kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
-    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
+    return plans.launch(kernels.family(spec.kernel), spec, kernel, a, sa, b, sb, d, layout,
+                        loader.current_stream(index))
 
 
 def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[tuple] = None):
@@ -217,6 +221,90 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
             f"m=range(1, 4097)), or make this call once outside the capture.")
 
 
+# --- the hot path: calls of a signature already validated ----------------------------------------
+# A call's signature: the argument containers, every tensor's type, shape, strides, dtype and
+# device, the host-side ints, the settings selection reads, and the thread. Everything the
+# checks above decide except the data pointers' alignment is a function of it, and so are the
+# kernel choice and the launch plan. The first direct call of a signature runs the full path
+# and records a `_FastCall`; later calls of that signature check only the pointers'
+# alignment (a failure takes the full path, which raises the precise error) and launch.
+_fast_calls = state.table("gemm.fast_calls")
+_MAX_FAST_CALLS = 4096
+_get_ident = threading.get_ident
+_num_sms_setting = utils._num_sms                 # set_num_sms
+_forced_tile_setting = heuristics._forced         # heuristics.forced_tile
+_launch_value = env.launch_value
+_fingerprint = env.build_fingerprint
+_empty = torch.empty
+_empty_strided = torch.empty_strided
+_BF16 = torch.bfloat16
+_F32 = torch.float32
+
+
+def _tensor_signature(t) -> tuple:
+    return (type(t), t.shape, t.stride(), t.dtype, t.get_device())
+
+
+def _call_signature(kind: str, a, b, tensors: tuple, extra) -> Optional[tuple]:
+    """The signature of a call that could be direct (`_direct`), or None: containers that are
+    not 2-tuples or lists, an argument without tensor attributes, tracing or a mode active."""
+    if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or len(a) != 2 or len(b) != 2
+            or _is_compiling() or _dispatch_modes() or _function_mode() or _functorch()):
+        return None
+    try:
+        hash(extra)                 # expected_m: an unhashable value is the full path's to refuse
+        return (kind, type(a), type(b), _tensor_signature(a[0]), _tensor_signature(a[1]),
+                _tensor_signature(b[0]), _tensor_signature(b[1]),
+                tuple(None if t is None else _tensor_signature(t) for t in tensors), extra,
+                _num_sms_setting.get(), _forced_tile_setting.get(),
+                _launch_value("DGEMM_FORCE_PORTABLE"), _fingerprint(), _get_ident())
+    except (AttributeError, TypeError):
+        return None
+
+
+_PAIR_TYPES = (tuple, list)
+
+
+class _FastCall:
+    """What a validated signature launches: the plan, the device, d's shape (d=None) and the
+    MN-major layout row-major A scales are copied to (None: they arrive in it)."""
+    __slots__ = ("plan", "device", "index", "d_shape", "sa_layout")
+
+    def __init__(self, plan, device, d_shape, a_scales):
+        self.plan = plan
+        self.device = device
+        self.index = device.index
+        self.d_shape = d_shape
+        self.sa_layout = None
+        if not utils.is_mn_major_tma_aligned(a_scales):
+            self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
+
+    def run(self, a, sa, b, sb, d, layout) -> bool:
+        """Launch; False (nothing launched) when a pointer is not 16-byte aligned."""
+        layout_ptr = 0 if layout is None else layout.data_ptr()
+        if self.sa_layout is not None:
+            shape, strides = self.sa_layout
+            sa = _empty_strided(shape, strides, dtype=_F32, device=self.device).copy_(sa)
+        pointers = (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(), d.data_ptr(),
+                    layout_ptr)
+        if (pointers[0] | pointers[1] | pointers[2] | pointers[3] | pointers[4]
+                | layout_ptr) % _PTR_ALIGNMENT:
+            return False
+        self.plan.run(pointers, _current_stream(self.index))
+        return True
+
+
+_current_stream = loader.current_stream
+
+
+def _remember(signature, plan, device, d_shape, a_scales) -> None:
+    if signature is None or plan is None:
+        return
+    if len(_fast_calls) >= _MAX_FAST_CALLS:
+        _fast_calls.clear()
+    _fast_calls[signature] = _FastCall(plan, device, d_shape, a_scales)
+
+
 # --- public GEMMs -------------------------------------------------------------------------------
 def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, torch.Tensor],
                 d: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -238,6 +326,12 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     Returns:
         `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None.)
     """
+    signature = _call_signature("fp8_gemm_nt", a, b, (d,), None)
+    fast = _fast_calls.get(signature)
+    if fast is not None:
+        out = _empty(fast.d_shape, dtype=_BF16, device=fast.device) if d is None else d
+        if fast.run(a[0], a[1], b[0], b[1], out, None):
+            return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
     if not direct:
         if d is None:
@@ -245,12 +339,24 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
         ops.FP8_GEMM_NT(a_data, a_scales, b_data, b_scales, d)
         return d
     m, k = a_data.shape
+    n = b_data.shape[0]
     if d is None:
-        d = torch.empty((m, b_data.shape[0]), dtype=torch.bfloat16, device=device)
-    if m:       # _run_dense, inlined: one Python frame less on the hot path
-        _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data,
-                utils.get_mn_major_tma_aligned_tensor(a_scales), b_data, b_scales, d, None)
+        d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+    if m:
+        plan = _launch("fp8_gemm_nt", m, n, k, 1, device, a_data, _scales_for_kernel(a_scales),
+                       b_data, b_scales, d, None)
+        _remember(signature, plan, device, (m, n), a_scales)
     return d
+
+
+def _scales_for_kernel(a_scales: torch.Tensor) -> torch.Tensor:
+    """A's scales in the kernels' layout (a copy unless they are), at an aligned address."""
+    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
+    if a_scales.data_ptr() % _PTR_ALIGNMENT:
+        raise ValueError(f"a[1] (scales) must start at a {_PTR_ALIGNMENT}-byte aligned address; "
+                         f"got {a_scales.data_ptr():#x} (a view with an unaligned offset?). "
+                         f"Clone it, or pass them row-major.")
+    return a_scales
 
 
 def _checked_dense(a, b, d, real: Optional[bool] = None) -> tuple:
@@ -292,9 +398,8 @@ def _run_dense(a_data, a_scales, b_data, b_scales, d, device) -> None:
     m, k = a_data.shape
     if m == 0:
         return
-    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data, a_scales, b_data, b_scales,
-            d, None)
+    _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data,
+            _scales_for_kernel(a_scales), b_data, b_scales, d, None)
 
 
 def fp8_gemm_nt_op(a, sa, b, sb, d) -> None:
@@ -352,10 +457,16 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous`.)
     """
+    signature = _call_signature("m_grouped_fp8_gemm_nt_contiguous", a, b, (d, m_indices), None)
+    fast = _fast_calls.get(signature)
+    if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, m_indices):
+        return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_contiguous_layout(
         a, b, d, m_indices)
     if direct:
-        _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices, num_groups)
+        plan = _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices,
+                                      num_groups)
+        _remember(signature, plan, d.device, None, a_scales)
     else:
         ops.M_GROUPED_CONTIGUOUS(a_data, a_scales, b_data, b_scales, d, m_indices)
     return d
@@ -389,13 +500,13 @@ def _checked_contiguous_layout(a, b, d, m_indices, real: Optional[bool] = None) 
 
 
 def _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices,
-                           num_groups: int) -> None:
+                           num_groups: int):
     m, k = a_data.shape
     if m == 0:
-        return
-    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch("m_grouped_fp8_gemm_nt_contiguous", m, b_data.shape[1], k, num_groups, d.device,
-            a_data, a_scales, b_data, b_scales, d, m_indices)
+        return None
+    return _launch("m_grouped_fp8_gemm_nt_contiguous", m, b_data.shape[1], k, num_groups,
+                   d.device, a_data, _scales_for_kernel(a_scales), b_data, b_scales, d,
+                   m_indices)
 
 
 def m_grouped_fp8_gemm_nt_contiguous_op(a, sa, b, sb, d, m_indices) -> None:
@@ -431,10 +542,17 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked`.)
     """
+    signature = _call_signature("m_grouped_fp8_gemm_nt_masked", a, b, (d, masked_m),
+                                (type(expected_m), expected_m))
+    fast = _fast_calls.get(signature)
+    if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, masked_m):
+        return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_masked(
         a, b, d, masked_m, expected_m)
     if direct:
-        _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m, num_groups)
+        plan = _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m,
+                           num_groups)
+        _remember(signature, plan, d.device, None, a_scales)
     else:
         ops.M_GROUPED_MASKED(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m)
     return d
@@ -471,12 +589,12 @@ def _checked_masked(a, b, d, masked_m, expected_m, real: Optional[bool] = None) 
 
 
 def _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m: int,
-                num_groups: int) -> None:
+                num_groups: int):
     if a_data.shape[1] == 0:
-        return
-    a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch("m_grouped_fp8_gemm_nt_masked", expected_m, b_data.shape[1], a_data.shape[2],
-            num_groups, d.device, a_data, a_scales, b_data, b_scales, d, masked_m)
+        return None
+    return _launch("m_grouped_fp8_gemm_nt_masked", expected_m, b_data.shape[1],
+                   a_data.shape[2], num_groups, d.device, a_data, _scales_for_kernel(a_scales),
+                   b_data, b_scales, d, masked_m)
 
 
 def m_grouped_fp8_gemm_nt_masked_op(a, sa, b, sb, d, masked_m, expected_m) -> None:

@@ -143,6 +143,16 @@ def is_mn_major_tma_aligned(x: torch.Tensor) -> bool:
     return False
 
 
+def mn_major_tma_aligned_layout(x: torch.Tensor) -> tuple:
+    """(shape, strides) of `x` ([m, s] or [g, m, s]) in the MN-major, TMA-aligned layout:
+    strides `(1, align(m, 4))` or `(s * align(m, 4), 1, align(m, 4))` for fp32."""
+    aligned_m = get_tma_aligned_size(x.shape[-2], x.element_size())
+    if x.dim() == 2:
+        return tuple(x.shape), (1, aligned_m)
+    g, m, s = x.shape
+    return (g, m, s), (s * aligned_m, 1, aligned_m)
+
+
 def get_mn_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor:
     """Return `x` ([m, s] or [g, m, s]) in MN-major layout with m padded to a 16-byte multiple.
 
@@ -157,13 +167,9 @@ def get_mn_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor:
                          f"(groups, m, k/128); got shape {tuple(x.shape)}")
     if is_mn_major_tma_aligned(x):
         return x
-    batched = x if x.dim() == 3 else x.unsqueeze(0)
-    g, m, s = batched.shape
-    aligned_m = get_tma_aligned_size(m, x.element_size())
-    storage = torch.empty((g, s, aligned_m), dtype=x.dtype, device=x.device)
-    out = storage[:, :, :m].transpose(1, 2)       # [g, m, s] view with strides (s*am, 1, am)
-    out.copy_(batched)
-    return out if x.dim() == 3 else out.squeeze(0)
+    # One allocation and one copy kernel: the strided empty is already the target layout.
+    shape, strides = mn_major_tma_aligned_layout(x)
+    return torch.empty_strided(shape, strides, dtype=x.dtype, device=x.device).copy_(x)
 
 
 # --- accuracy metric ---------------------------------------------------------------------------

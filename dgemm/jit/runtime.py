@@ -1,10 +1,10 @@
 """Cubin -> loaded kernel -> launch on torch's current stream, through cuda-python's driver API.
 
 `load_cubin` loads a cubin into a device's primary context once and sets its shared-memory
-attribute; `LoadedKernel.launch(grid, args)` is the per-call part, where `args` came from an
-`ArgLayout` built once per kernel signature: packing is one ctypes struct plus one array of
-pointers into it, then a single cuLaunchKernel (cuLaunchKernelEx with a cluster attribute when
-the kernel uses clusters). This module never looks for cubins: the layer above
+attribute; `LoadedKernel.launch(grid, args)` launches `ArgLayout`-packed arguments through
+`dgemm.jit.launcher` (one ctypes call into libcuda: cuLaunchKernel, or cuLaunchKernelEx with
+the kernel's prebuilt cluster config); the GEMMs' hot path skips the packing too, with launch
+plans (`dgemm.kernels.plans`). This module never looks for cubins: the layer above
 (`dgemm.kernels.loader`) walks the cache and hands them in. Every CUresult is checked; a
 failure raises RuntimeError naming the call.
 """
@@ -16,14 +16,14 @@ from typing import Optional, Sequence, Tuple
 import torch
 from cuda.bindings import driver
 
-from . import state
+from . import launcher, state
 from .args import ArgLayout, PackedArgs, TmaDescriptor  # noqa: F401  (re-exported)
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
 # --- errors ------------------------------------------------------------------------------------
-def _error_text(err) -> str:
+def error_text(err) -> str:
     try:
         name_err, name = driver.cuGetErrorName(err)
         str_err, text = driver.cuGetErrorString(err)
@@ -38,7 +38,7 @@ def check(result, call: str):
     """Unwrap a cuda-python `(CUresult, *values)` tuple; raise RuntimeError naming `call`."""
     err = result[0]
     if err != _SUCCESS:
-        raise RuntimeError(f"{call} failed: {_error_text(err)}")
+        raise RuntimeError(f"{call} failed: {error_text(err)}")
     if len(result) == 1:
         return None
     return result[1] if len(result) == 2 else result[1:]
@@ -146,9 +146,11 @@ def _current_stream(device_index: int) -> int:
 
 
 class LoadedKernel:
-    """A kernel function in one device's primary context, its smem attribute already set."""
+    """A kernel function in one device's primary context, its smem attribute already set.
+    `handle`: the CUfunction as an int, what `dgemm.jit.launcher` passes to libcuda;
+    `cluster_config`: the launch config with the cluster attribute (None without clusters)."""
     __slots__ = ("function", "module", "symbol", "num_threads", "smem_bytes", "cluster_dim",
-                 "device_index", "_cluster_attrs")
+                 "device_index", "handle", "cluster_config")
 
     def __init__(self, module, function, symbol: str, num_threads: int, smem_bytes: int,
                  cluster_dim: int, device_index: int):
@@ -159,39 +161,19 @@ class LoadedKernel:
         self.smem_bytes = smem_bytes
         self.cluster_dim = cluster_dim
         self.device_index = device_index
-        self._cluster_attrs = None
-        if cluster_dim > 1:
-            attr = driver.CUlaunchAttribute()
-            attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x = cluster_dim
-            attr.value.clusterDim.y = 1
-            attr.value.clusterDim.z = 1
-            self._cluster_attrs = [attr]
+        self.handle = int(function)
+        self.cluster_config = (launcher.cluster_config(num_threads, smem_bytes, cluster_dim)
+                               if cluster_dim > 1 else None)
 
     def launch(self, grid: Tuple[int, int, int], args: PackedArgs,
                stream: Optional[int] = None) -> None:
         """Launch on `stream` (default: torch's current stream of the kernel's device)."""
         if stream is None:
             stream = _current_stream(self.device_index)
-        if self._cluster_attrs is None:
-            err, = driver.cuLaunchKernel(self.function, grid[0], grid[1], grid[2],
-                                         self.num_threads, 1, 1, self.smem_bytes, stream,
-                                         args.address, 0)
-            if err != _SUCCESS:
-                raise RuntimeError(f"cuLaunchKernel failed for {self.symbol} with grid {grid}: "
-                                   f"{_error_text(err)}")
-            return
-        config = driver.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = self.num_threads, 1, 1
-        config.sharedMemBytes = self.smem_bytes
-        config.hStream = driver.CUstream(stream)
-        config.attrs = self._cluster_attrs
-        config.numAttrs = 1
-        err, = driver.cuLaunchKernelEx(config, self.function, args.address, 0)
-        if err != _SUCCESS:
-            raise RuntimeError(f"cuLaunchKernelEx failed for {self.symbol} with grid {grid}, "
-                               f"cluster {self.cluster_dim}: {_error_text(err)}")
+        what = self.symbol if self.cluster_dim == 1 else (f"{self.symbol}, cluster "
+                                                          f"{self.cluster_dim}")
+        launcher.launch_packed(self.handle, grid, self.num_threads, self.smem_bytes,
+                               self.cluster_config, args.address, stream, what)
 
 
 def load_cubin(cubin: bytes, symbol: str, num_threads: int, smem_bytes: int = 0,

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import ctypes
 import math
+import sys
 
 import torch
 
 from ..jit import state
 from ..utils import ceil_div
 from ..jit.args import ArgLayout, TmaDescriptor
-from .loader import get_kernel
+from . import plans
+from .loader import current_stream, get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec, cpp_bool
 
 NAME = "fp8_gemm"
@@ -307,8 +309,10 @@ def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle:
     if desc is None:
         if len(_descriptors) >= _MAX_CACHED_DESCRIPTORS:
             _descriptors.clear()
-        from ..jit.runtime import make_tma_desc      # the driver, only on a GPU host
-        desc = _descriptors[key] = make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
+        from ..jit import runtime      # the driver, only on a GPU host
+        desc = runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
+        desc.address = ptr             # which tensor it maps: launch plans re-point it
+        _descriptors[key] = desc
     return desc
 
 
@@ -370,17 +374,26 @@ def grid_size(spec: KernelSpec, m: int) -> int:
     return max(1, min(spec.num_sms // cluster, units)) * cluster
 
 
-def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
-    """Run one call on torch's current stream. Inputs are validated by dgemm.gemm (layouts in
-    docs/architecture.md). `kernel`: an already loaded build of `spec` (benchmarks comparing
-    kernel sources); default: the cached one."""
-    if kernel is None:
-        kernel = get_kernel(spec, a.device.index)
+def launch_args(spec: KernelSpec, a, sa, b, sb, d, layout) -> tuple:
+    """(grid, values in `ARGS` order) of one validated call (layouts in docs/architecture.md).
+    Values depend on the tensors only through their data pointers and the geometry a launch
+    plan is keyed on (`dgemm.kernels.plans`), which builds them once per geometry."""
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
     tma_a = _tma_a(a, spec)
     # Kernels that do not store through TMA ignore their last descriptor.
     tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
-    args = ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
-                     tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
-    kernel.launch((grid_size(spec, shape_m), 1, 1), args)
+    return (grid_size(spec, shape_m), 1, 1), (
+        d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
+        tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
+
+
+def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None, stream=None) -> None:
+    """Run one call on `stream` (default: torch's current stream). Inputs are validated by
+    dgemm.gemm. `kernel`: an already loaded build of `spec` (benchmarks comparing kernel
+    sources); default: the cached one."""
+    if kernel is None:
+        kernel = get_kernel(spec, a.device.index)
+    if stream is None:
+        stream = current_stream(kernel.device_index)
+    plans.launch(sys.modules[__name__], spec, kernel, a, sa, b, sb, d, layout, stream)

@@ -48,6 +48,17 @@ def get_kernel(spec: KernelSpec, device_index: Optional[int] = None,
         return kernel
 
 
+def current_stream(device_index: int) -> int:
+    """torch's current stream on a device, as the raw handle the driver takes (the private
+    binding is ~10x cheaper than `torch.cuda.current_stream().cuda_stream`)."""
+    if _raw_stream is not None:
+        return _raw_stream(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # absent on CPU builds
+
+
 def _lock_for(key: tuple) -> threading.Lock:
     with _locks_guard:
         lock = _key_locks.get(key)

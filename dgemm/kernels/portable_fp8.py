@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import re
+import sys
 from typing import Optional
 
 import torch
 
 from ..jit import state
 from ..jit.args import ArgLayout
-from .loader import get_kernel
+from . import plans
+from .loader import current_stream, get_kernel
 from .spec import CPP_GEMM_TYPE, KernelSpec
 
 NAME = "fp8_gemm_portable"
@@ -86,15 +88,23 @@ def grid_for(spec: KernelSpec, shape_m: int) -> tuple:
     return (-(-shape_m // spec.block_m), -(-spec.n // spec.block_n), groups)
 
 
+def launch_args(spec: KernelSpec, a, sa, b, sb, d, layout) -> tuple:
+    """(grid, values in `ARGS` order) of one validated call: `a` [M, K] or [G, max_m, K] fp8,
+    `sa` MN-major TMA-aligned fp32, `b` [(G,) N, K] fp8, `sb` [(G,) ceil(N/128), K/128] fp32,
+    `d` bf16, `layout` m_indices / masked_m / None."""
+    shape_m = a.shape[-2]
+    return grid_for(spec, shape_m), (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(),
+                                     d.data_ptr(), 0 if layout is None else layout.data_ptr(),
+                                     shape_m)
+
+
 def launch(spec: KernelSpec, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor,
            sb: torch.Tensor, d: torch.Tensor, layout: Optional[torch.Tensor],
-           kernel=None) -> None:
-    """Run the portable kernel on torch's current stream. Inputs are validated by dgemm.gemm:
-    `a` [M, K] or [G, max_m, K] fp8, `sa` MN-major TMA-aligned fp32, `b` [(G,) N, K] fp8,
-    `sb` [(G,) ceil(N/128), K/128] fp32, `d` bf16, `layout` m_indices / masked_m / None."""
+           kernel=None, stream=None) -> None:
+    """Run the portable kernel on `stream` (default: torch's current stream); inputs
+    validated by dgemm.gemm."""
     if kernel is None:
         kernel = get_kernel(spec, a.device.index)
-    shape_m = a.shape[-2]
-    args = ARGS.pack(a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(), d.data_ptr(),
-                     0 if layout is None else layout.data_ptr(), shape_m)
-    kernel.launch(grid_for(spec, shape_m), args)
+    if stream is None:
+        stream = current_stream(kernel.device_index)
+    plans.launch(sys.modules[__name__], spec, kernel, a, sa, b, sb, d, layout, stream)

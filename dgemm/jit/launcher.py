@@ -1,0 +1,186 @@
+"""The per-call launch, straight into libcuda through ctypes: launch plans built once per kernel
+and call geometry, patched with the call's pointers, launched with one foreign call.
+
+cuda-python's `cuLaunchKernel` re-packs its arguments on every call (and `cuLaunchKernelEx`
+builds a config object per call); here everything but the pointers is built once:
+
+- `LaunchPlan` holds a kernel's grid, block, shared memory, cluster config (a ctypes
+  `CUlaunchConfig`) and one storage slot per kernel parameter with the `void**` array pointing
+  at them. `run(pointers, stream)` rewrites only the slots whose tensor moved (plain pointer
+  parameters: the slot's value; TMA descriptors: `cuTensorMapReplaceAddress`, the driver's
+  documented way to re-point an encoded descriptor, on the plan's own copy), then launches.
+- `launch_packed` launches `ArgLayout.pack`ed arguments the same way (calls without a plan).
+
+Pure ctypes: libcuda is opened on the first launch, so the families can build plans on a
+GPU-free host (tests swap `driver()` for a recording stand-in). Every CUresult is checked.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Optional, Sequence, Tuple
+
+from .args import TmaDescriptor
+
+_CLUSTER_DIMENSION = 4          # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (cuda.h)
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union (cuda.h)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("cluster_x", ctypes.c_uint), ("cluster_y", ctypes.c_uint),
+                ("cluster_z", ctypes.c_uint), ("rest", ctypes.c_char * 52)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h)."""
+    _fields_ = [("grid_x", ctypes.c_uint), ("grid_y", ctypes.c_uint), ("grid_z", ctypes.c_uint),
+                ("block_x", ctypes.c_uint), ("block_y", ctypes.c_uint),
+                ("block_z", ctypes.c_uint), ("shared_mem_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)),
+                ("num_attrs", ctypes.c_uint)]
+
+
+class Driver:
+    """The three libcuda entry points of the launch path, with their C signatures."""
+
+    def __init__(self, library: Optional[ctypes.CDLL] = None):
+        lib = library or ctypes.CDLL("libcuda.so.1")
+        u = ctypes.c_uint
+        self.cuLaunchKernel = lib.cuLaunchKernel
+        self.cuLaunchKernel.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_void_p]
+        self.cuLaunchKernel.restype = ctypes.c_int
+        self.cuLaunchKernelEx = lib.cuLaunchKernelEx
+        self.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                          ctypes.c_void_p]
+        self.cuLaunchKernelEx.restype = ctypes.c_int
+        self.cuTensorMapReplaceAddress = lib.cuTensorMapReplaceAddress
+        self.cuTensorMapReplaceAddress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.cuTensorMapReplaceAddress.restype = ctypes.c_int
+
+
+_driver: Optional[Driver] = None
+_driver_lock = threading.Lock()
+
+
+def driver() -> Driver:
+    global _driver
+    if _driver is None:
+        with _driver_lock:
+            if _driver is None:
+                _driver = Driver()
+    return _driver
+
+
+def set_driver(stand_in) -> None:
+    """Replace libcuda's entry points (tests: a recorder on a GPU-free host); None: the real
+    library again on next use."""
+    global _driver
+    _driver = stand_in
+
+
+def _fail(call: str, err: int, what: str) -> None:
+    from .runtime import error_text          # cuda-python's names, only on the error path
+    raise RuntimeError(f"{call} failed for {what}: {error_text(err)}")
+
+
+def aligned_descriptor() -> TmaDescriptor:
+    """A zeroed `TmaDescriptor` at a 64-byte aligned address (CUtensorMap's alignment)."""
+    storage = (ctypes.c_uint8 * (ctypes.sizeof(TmaDescriptor) + 64))()
+    return TmaDescriptor.from_buffer(storage, (-ctypes.addressof(storage)) % 64)
+
+
+# Where a parameter's value comes from: a tensor's data pointer (its index among the call's
+# tensors) as a plain pointer or as a TMA descriptor's global address, or fixed by the plan.
+POINTER, DESCRIPTOR = "pointer", "descriptor"
+
+
+class LaunchPlan:
+    """One kernel's launch for one call geometry. `params`: per kernel parameter, its ctypes
+    storage; `patches`: (tensor index, kind, storage) for the ones that follow a tensor."""
+    __slots__ = ("function", "grid", "block", "smem_bytes", "config", "attrs", "params",
+                 "pointer_array", "address", "patches", "pointers", "what")
+
+    def __init__(self, function: int, grid: Tuple[int, int, int], num_threads: int,
+                 smem_bytes: int, cluster_dim: int, params: Sequence, patches: Sequence,
+                 pointers: tuple, what: str):
+        self.function = function
+        self.grid = tuple(int(g) for g in grid)
+        self.block = (num_threads, 1, 1)
+        self.smem_bytes = smem_bytes
+        self.params = tuple(params)            # keeps every slot alive
+        self.pointer_array = (ctypes.c_void_p * len(self.params))(
+            *[ctypes.addressof(p) for p in self.params])
+        self.address = ctypes.addressof(self.pointer_array)
+        self.patches = tuple(patches)
+        self.pointers = tuple(pointers)        # what the slots hold now
+        self.what = what
+        self.config = self.attrs = None
+        if cluster_dim > 1:
+            self.attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim,
+                                         cluster_y=1, cluster_z=1)
+            self.config = LaunchConfig(*self.grid, num_threads, 1, 1, smem_bytes, None,
+                                       ctypes.pointer(self.attrs), 1)
+
+    def run(self, pointers: tuple, stream: int) -> None:
+        """Launch on `stream` with the tensors at `pointers` (same order as at build)."""
+        lib = _driver or driver()
+        if pointers != self.pointers:
+            self._patch(lib, pointers)
+        if self.config is None:
+            grid, block = self.grid, self.block
+            err = lib.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], 1, 1,
+                                     self.smem_bytes, stream, self.address, None)
+            if err:
+                _fail("cuLaunchKernel", err, f"{self.what} with grid {self.grid}")
+            return
+        self.config.stream = stream
+        err = lib.cuLaunchKernelEx(ctypes.addressof(self.config), self.function, self.address,
+                                   None)
+        if err:
+            _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
+                                            f"{self.attrs.cluster_x}")
+
+    def _patch(self, lib, pointers: tuple) -> None:
+        # Mark the plan as holding nothing valid until every slot is rewritten: a failure half
+        # way must not leave a plan that a later call with these pointers would trust.
+        self.pointers = None
+        for index, kind, slot in self.patches:
+            if kind is POINTER:
+                slot.value = pointers[index]
+            else:
+                err = lib.cuTensorMapReplaceAddress(ctypes.addressof(slot), pointers[index])
+                if err:
+                    _fail("cuTensorMapReplaceAddress", err,
+                          f"{self.what} (address {pointers[index]:#x})")
+        self.pointers = pointers
+
+
+def launch_packed(function: int, grid: Tuple[int, int, int], num_threads: int, smem_bytes: int,
+                  config: Optional[LaunchConfig], params_address: int, stream: int,
+                  what: str) -> None:
+    """One launch of already packed parameters (`ArgLayout.pack(...).address`). `config`: the
+    kernel's cluster launch config (its grid and stream are set here), or None."""
+    lib = _driver or driver()
+    if config is None:
+        err = lib.cuLaunchKernel(function, grid[0], grid[1], grid[2], num_threads, 1, 1,
+                                 smem_bytes, stream, params_address, None)
+        if err:
+            _fail("cuLaunchKernel", err, f"{what} with grid {tuple(grid)}")
+        return
+    config.grid_x, config.grid_y, config.grid_z = grid
+    config.stream = stream
+    err = lib.cuLaunchKernelEx(ctypes.addressof(config), function, params_address, None)
+    if err:
+        _fail("cuLaunchKernelEx", err, f"{what} with grid {tuple(grid)}")
+
+
+def cluster_config(num_threads: int, smem_bytes: int, cluster_dim: int) -> LaunchConfig:
+    """A `LaunchConfig` with a cluster attribute of `cluster_dim` CTAs (kept alive by it)."""
+    attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim, cluster_y=1,
+                            cluster_z=1)
+    config = LaunchConfig(0, 0, 0, num_threads, 1, 1, smem_bytes, None,
+                          ctypes.pointer(attrs), 1)
+    config._attrs = attrs          # noqa: SLF001  keeps the attribute storage alive
+    return config
