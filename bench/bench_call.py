@@ -1,60 +1,124 @@
 """Host cost of one cached GEMM call from Python, where decode-size GEMMs spend their time.
 
-    python -m bench.bench_call [--calls N] [--json FILE]
+    python -m bench.bench_call [--calls N] [--repeats R] [--json FILE] [--cpu-stub]
 
-At M = 64 for four (N, K) pairs of DeepSeek-V3, the wall time of N back-to-back calls / N
-(the kernels take ~10 us, so this is the host path whenever it is longer): dgemm with A scales
-already MN-major and TMA-aligned, with the row-major scales `per_token_cast_to_fp8` returns,
-and with `d=None`; cuBLAS-blk (`torch._scaled_mm`) in the same process. Run it under two
-checkouts (e.g. `PYTHONPATH=/old/tree python -m bench.bench_call`) to compare their launch
-paths on one machine.
+At M = 64 for four (N, K) pairs of DeepSeek-V3: the wall time of N back-to-back calls / N
+(median of R runs, after warm-up; the kernels take ~10 us, so this is the host path whenever
+it is longer) for dgemm with A scales already MN-major and TMA-aligned ("pre"), with the
+row-major scales `per_token_cast_to_fp8` returns ("row"), with `d=None` ("d=None"), the
+contiguous grouped GEMM (2 groups x 128 rows) and the masked one (4 groups, max_m = 64,
+expected_m = 64); cuBLAS-blk (`torch._scaled_mm` with block scales) and DeepGEMM's
+`fp8_gemm_nt` (pre-transformed and row-major scales) when `deep_gemm` imports, in the same
+process. Run it under two checkouts of dgemm to compare their launch paths on one machine.
+
+`--cpu-stub`: no GPU: CPU tensors and a recording stand-in for libcuda (bench/stub_launch.py),
+so the numbers are dgemm's Python path without the driver's launch work.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import time
 
 import torch
 
 import dgemm
 
-from .baselines import cublas_blockwise
-from .timing import gpu_name, per_call_us
-
 PAIRS = ((2112, 7168), (24576, 1536), (7168, 2048), (4096, 7168))
+M = 64
 
 
-def measure(m: int, n: int, k: int, calls: int) -> dict:
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    a_fp8, a_rows = dgemm.per_token_cast_to_fp8(x)
-    a = (a_fp8, dgemm.get_mn_major_tma_aligned_tensor(a_rows))
-    b = dgemm.per_block_cast_to_fp8(w)
-    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    return {
-        "m": m, "n": n, "k": k,
-        "pre_transformed": per_call_us(lambda: dgemm.fp8_gemm_nt(a, b, d), calls),
-        "row_major": per_call_us(lambda: dgemm.fp8_gemm_nt((a_fp8, a_rows), b, d), calls),
-        "d_none": per_call_us(lambda: dgemm.fp8_gemm_nt(a, b), calls),
-        "cublas": per_call_us(cublas_blockwise(a, b, m), calls),
-    }
+def host_us(fn, calls: int, repeats: int, sync) -> float:
+    """Median over `repeats` of (wall time of `calls` back-to-back calls) / calls, in us."""
+    for _ in range(max(10, calls // 10)):
+        fn()
+    sync()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        runs.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(runs)
+
+
+def _inputs(n: int, k: int, device: str, groups: int = 1, rows: int = M, batched=False):
+    """(a with MN-major scales, a with row-major scales, b, d) for one call."""
+    shape_a = (groups, rows, k) if batched else (rows, k)
+    a = torch.zeros(shape_a, dtype=torch.float8_e4m3fn, device=device)
+    sa_rows = torch.ones(shape_a[:-1] + (k // 128,), dtype=torch.float32, device=device)
+    sa = dgemm.get_mn_major_tma_aligned_tensor(sa_rows)
+    b_shape = (groups, n, k) if groups > 1 else (n, k)
+    b = torch.zeros(b_shape, dtype=torch.float8_e4m3fn, device=device)
+    sb = torch.ones(b_shape[:-2] + ((n + 127) // 128, k // 128), dtype=torch.float32,
+                    device=device)
+    d = torch.empty(shape_a[:-1] + (n,), dtype=torch.bfloat16, device=device)
+    return (a, sa), (a, sa_rows), (b, sb), d
+
+
+def measure(n: int, k: int, calls: int, repeats: int, device: str, sync) -> dict:
+    a, a_rows, b, d = _inputs(n, k, device)
+    row = {"m": M, "n": n, "k": k}
+    time_it = lambda fn: host_us(fn, calls, repeats, sync)     # noqa: E731
+    row["pre"] = time_it(lambda: dgemm.fp8_gemm_nt(a, b, d))
+    row["row"] = time_it(lambda: dgemm.fp8_gemm_nt(a_rows, b, d))
+    row["d_none"] = time_it(lambda: dgemm.fp8_gemm_nt(a, b))
+
+    ca, _, cb, cd = _inputs(n, k, device, groups=2, rows=256)
+    layout = torch.cat([torch.zeros(128, dtype=torch.int32, device=device),
+                        torch.ones(128, dtype=torch.int32, device=device)])
+    row["contiguous"] = time_it(
+        lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(ca, cb, cd, layout))
+    ma, _, mb, md = _inputs(n, k, device, groups=4, rows=M, batched=True)
+    masked_m = torch.full((4,), M, dtype=torch.int32, device=device)
+    row["masked"] = time_it(lambda: dgemm.m_grouped_fp8_gemm_nt_masked(ma, mb, md, masked_m, M))
+
+    if device == "cuda":
+        from .baselines import cublas_blockwise, deep_gemm_module
+        row["cublas"] = time_it(cublas_blockwise(a_rows, b, M))
+        deep_gemm = deep_gemm_module()
+        if deep_gemm is not None:
+            d_deep = torch.empty_like(d)
+            row["deepgemm_pre"] = time_it(lambda: deep_gemm.fp8_gemm_nt(a, b, d_deep))
+            row["deepgemm_row"] = time_it(lambda: deep_gemm.fp8_gemm_nt(a_rows, b, d_deep))
+    return row
+
+
+COLUMNS = (("pre", "pre"), ("row", "row"), ("d_none", "d=None"), ("contiguous", "contig"),
+           ("masked", "masked"), ("cublas", "cuBLAS-blk"), ("deepgemm_pre", "DG pre"),
+           ("deepgemm_row", "DG row"))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--cpu-stub", action="store_true",
+                        help="no GPU: time dgemm's Python path against a stand-in driver")
     args = parser.parse_args()
-    rows = [measure(64, n, k, args.calls) for n, k in PAIRS]
-    print(f"per-call us at M=64 on {gpu_name()} (dgemm from {dgemm.__file__})")
-    print(f"{'N':>6} {'K':>6} | {'pre-transformed':>15} {'row-major':>9} {'d=None':>7} | "
-          f"{'cuBLAS-blk':>10}")
+    if args.cpu_stub:
+        from .stub_launch import stubbed_launch
+        with stubbed_launch(record=False):
+            rows = [measure(n, k, args.calls, args.repeats, "cpu", lambda: None)
+                    for n, k in PAIRS]
+        where = "CPU, driver stubbed (bench/stub_launch.py)"
+    else:
+        from .timing import gpu_name
+        rows = [measure(n, k, args.calls, args.repeats, "cuda", torch.cuda.synchronize)
+                for n, k in PAIRS]
+        where = gpu_name()
+    print(f"per-call us at M={M} on {where} (dgemm from {dgemm.__file__})")
+    shown = [(key, title) for key, title in COLUMNS if any(key in row for row in rows)]
+    print(f"{'N':>6} {'K':>6} | " + " ".join(f"{title:>10}" for _, title in shown))
     for row in rows:
-        print(f"{row['n']:>6} {row['k']:>6} | {row['pre_transformed']:>15.1f} "
-              f"{row['row_major']:>9.1f} {row['d_none']:>7.1f} | {row['cublas']:>10.1f}")
+        print(f"{row['n']:>6} {row['k']:>6} | " + " ".join(
+            f"{row[key]:>10.1f}" if key in row else f"{'-':>10}" for key, _ in shown))
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=1)
+            json.dump({"where": where, "dgemm": dgemm.__file__, "rows": rows}, handle, indent=1)
     return 0
 
 

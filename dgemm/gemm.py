@@ -241,21 +241,27 @@ _BF16 = torch.bfloat16
 _F32 = torch.float32
 
 
-def _tensor_signature(t) -> tuple:
-    return (type(t), t.shape, t.stride(), t.dtype, t.get_device())
-
-
-def _call_signature(kind: str, a, b, tensors: tuple, extra) -> Optional[tuple]:
-    """The signature of a call that could be direct (`_direct`), or None: containers that are
-    not 2-tuples or lists, an argument without tensor attributes, tracing or a mode active."""
+def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
+    """The signature of a call that could be direct (`_direct`): `t1`, `t2` are its other
+    tensors (d, the layout; None where absent), `extra` its host-side ints. None when the
+    containers are not pairs, an argument has no tensor attributes, or tracing or a mode is
+    active. Flat and inlined: this is most of a cached call's host time."""
     if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or len(a) != 2 or len(b) != 2
             or _is_compiling() or _dispatch_modes() or _function_mode() or _functorch()):
         return None
+    a0, a1 = a
+    b0, b1 = b
     try:
         hash(extra)                 # expected_m: an unhashable value is the full path's to refuse
-        return (kind, type(a), type(b), _tensor_signature(a[0]), _tensor_signature(a[1]),
-                _tensor_signature(b[0]), _tensor_signature(b[1]),
-                tuple(None if t is None else _tensor_signature(t) for t in tensors), extra,
+        return (kind, type(a), type(b), extra,
+                type(a0), a0.shape, a0.stride(), a0.dtype, a0.device,
+                type(a1), a1.shape, a1.stride(), a1.dtype, a1.device,
+                type(b0), b0.shape, b0.stride(), b0.dtype, b0.device,
+                type(b1), b1.shape, b1.stride(), b1.dtype, b1.device,
+                None if t1 is None else (type(t1), t1.shape, t1.stride(), t1.dtype,
+                                         t1.device),
+                None if t2 is None else (type(t2), t2.shape, t2.stride(), t2.dtype,
+                                         t2.device),
                 _num_sms_setting.get(), _forced_tile_setting.get(),
                 _launch_value("DGEMM_FORCE_PORTABLE"), _fingerprint(), _get_ident())
     except (AttributeError, TypeError):
@@ -326,7 +332,7 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     Returns:
         `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None.)
     """
-    signature = _call_signature("fp8_gemm_nt", a, b, (d,), None)
+    signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
     fast = _fast_calls.get(signature)
     if fast is not None:
         out = _empty(fast.d_shape, dtype=_BF16, device=fast.device) if d is None else d
@@ -457,7 +463,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous`.)
     """
-    signature = _call_signature("m_grouped_fp8_gemm_nt_contiguous", a, b, (d, m_indices), None)
+    signature = _call_signature("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices,
+                                None)
     fast = _fast_calls.get(signature)
     if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, m_indices):
         return d
@@ -542,7 +549,7 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked`.)
     """
-    signature = _call_signature("m_grouped_fp8_gemm_nt_masked", a, b, (d, masked_m),
+    signature = _call_signature("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m,
                                 (type(expected_m), expected_m))
     fast = _fast_calls.get(signature)
     if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, masked_m):

@@ -1,0 +1,257 @@
+"""The hot path's caches on CPU: launch plans and the memo of validated call signatures, checked
+on what reaches the (recording, stand-in) driver: pointers, grid, TMA descriptor contents. A
+call that differs from an earlier one in a pointer, stride, shape, dtype or device either gets
+a correct launch or the same clear error as a first call."""
+import threading
+
+import pytest
+import torch
+
+import dgemm
+from bench.stub_launch import fp8_inputs, stubbed_launch
+from dgemm import gemm
+from dgemm.jit import launcher
+from dgemm.kernels import hopper_fp8, plans
+
+M, N, K = 64, 256, 512
+
+
+@pytest.fixture
+def driver():
+    with stubbed_launch() as recording:
+        yield recording
+
+
+def dense_params(launch):
+    d_ptr, sb_ptr, layout, shape_m, tma_a, tma_b, tma_sa, tma_d = launch.params
+    return dict(d=d_ptr, sb=sb_ptr, layout=layout, m=shape_m, tma_a=tma_a, tma_b=tma_b,
+                tma_sa=tma_sa, tma_d=tma_d)
+
+
+def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
+    p = dense_params(launch)
+    assert p["d"] == d.data_ptr() and p["sb"] == b[1].data_ptr() and p["layout"] in (0, None)
+    assert p["m"] == m
+    assert p["tma_a"]["address"] == a[0].data_ptr() and p["tma_a"]["dims"] == (k, m)
+    assert p["tma_b"]["address"] == b[0].data_ptr() and p["tma_b"]["dims"] == (k, n)
+    assert p["tma_sa"]["address"] == (sa_ptr or a[1].data_ptr())
+    assert p["tma_sa"]["dims"] == (m, k // 128)
+    spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=132)
+    assert launch.grid == (hopper_fp8.grid_size(spec, m), 1, 1)
+    if hopper_fp8.uses_tma_store(spec):
+        assert p["tma_d"]["address"] == d.data_ptr() and p["tma_d"]["dims"] == (n, m)
+
+
+def test_first_call_launches_the_tensors_and_geometry(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    assert dgemm.fp8_gemm_nt(a, b, d) is d
+    check_dense_launch(driver.launches[-1], a, b, d)
+
+
+def test_new_tensors_of_a_seen_geometry_are_patched_into_the_plan(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    built = len(plans._plans)
+    a2, b2, d2 = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a2, b2, d2)
+    assert len(plans._plans) == built            # the same plan, re-pointed
+    assert driver.replaced >= 3                  # A, B, A-scale (and D) descriptors
+    check_dense_launch(driver.launches[-1], a2, b2, d2)
+    dgemm.fp8_gemm_nt(a, b, d)                   # and back
+    check_dense_launch(driver.launches[-1], a, b, d)
+
+
+def test_a_new_shape_gets_its_own_plan(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    a2, b2, d2 = fp8_inputs(200, N, K)
+    dgemm.fp8_gemm_nt(a2, b2, d2)
+    check_dense_launch(driver.launches[-1], a2, b2, d2, m=200)
+    a3, b3, d3 = fp8_inputs(M, 384, 1024)
+    dgemm.fp8_gemm_nt(a3, b3, d3)
+    check_dense_launch(driver.launches[-1], a3, b3, d3, n=384, k=1024)
+
+
+def test_d_none_allocates_and_launches_into_the_new_tensor(driver):
+    a, b, _ = fp8_inputs(M, N, K)
+    outs = [dgemm.fp8_gemm_nt(a, b) for _ in range(3)]
+    for out, launch in zip(outs, driver.launches[-3:]):
+        assert out.shape == (M, N) and out.dtype == torch.bfloat16
+        assert dense_params(launch)["d"] == out.data_ptr()
+
+
+def test_row_major_scales_are_copied_to_the_kernel_layout_on_every_call(driver):
+    a, b, d = fp8_inputs(M, N, K, row_major_scales=True)
+    for _ in range(3):
+        dgemm.fp8_gemm_nt(a, b, d)
+        p = dense_params(driver.launches[-1])
+        assert p["tma_sa"]["address"] != a[1].data_ptr()     # a copy, never the row-major input
+        assert p["tma_sa"]["dims"] == (M, K // 128)
+        assert p["tma_sa"]["strides"] == (gemm.utils.get_tma_aligned_size(M, 4) * 4,)
+
+
+def test_a_changed_dtype_after_the_first_call_is_validated_again(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    with pytest.raises(TypeError, match=r"a\[0\] must be float8_e4m3fn; got torch.bfloat16"):
+        dgemm.fp8_gemm_nt((a[0].to(torch.bfloat16), a[1]), b, d)
+    with pytest.raises(TypeError, match=r"d must be bfloat16"):
+        dgemm.fp8_gemm_nt(a, b, d.float())
+
+
+def test_a_changed_stride_after_the_first_call_is_validated_again(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    wide = torch.empty((M, 2 * N), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"d must be contiguous"):
+        dgemm.fp8_gemm_nt(a, b, wide[:, :N])
+    b_t = torch.zeros((K, N), dtype=torch.float8_e4m3fn).t()
+    with pytest.raises(ValueError, match=r"b\[0\] must be contiguous"):
+        dgemm.fp8_gemm_nt(a, (b_t, b[1]), d)
+
+
+def test_an_unaligned_pointer_after_the_first_call_raises_the_alignment_error(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    launches = len(driver.launches)
+    storage = torch.zeros(M * K + 8, dtype=torch.float8_e4m3fn)
+    shifted = storage[8:].view(M, K)             # same shape, dtype, strides; 8 bytes off
+    with pytest.raises(ValueError, match=r"a\[0\] must start at a 16-byte aligned address"):
+        dgemm.fp8_gemm_nt((shifted, a[1]), b, d)
+    out = torch.zeros(M * N + 4, dtype=torch.bfloat16)[4:].view(M, N)
+    with pytest.raises(ValueError, match=r"d must start at a 16-byte aligned address"):
+        dgemm.fp8_gemm_nt(a, b, out)
+    assert len(driver.launches) == launches       # nothing launched with a bad pointer
+
+
+def test_unaligned_pre_transformed_scales_raise_a_clear_error(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    am = gemm.utils.get_tma_aligned_size(M, 4)
+    storage = torch.ones(am * (K // 128) + 1)
+    sa = storage[1:].as_strided((M, K // 128), (1, am))     # the layout, 4 bytes off
+    with pytest.raises(ValueError, match=r"a\[1\] \(scales\) must start at a 16-byte aligned"):
+        dgemm.fp8_gemm_nt((a[0], sa), b, d)
+
+
+def test_a_changed_device_after_the_first_call_is_validated_again(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    with pytest.raises(RuntimeError, match=r"every tensor must be on cpu; d is on meta"):
+        dgemm.fp8_gemm_nt(a, b, torch.empty((M, N), dtype=torch.bfloat16, device="meta"))
+
+
+def test_changed_settings_change_the_launch(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    first = driver.launches[-1]
+    dgemm.set_num_sms(8)
+    try:
+        dgemm.fp8_gemm_nt(a, b, d)
+    finally:
+        gemm.utils._num_sms.set(None)
+    spec = dgemm.heuristics.select("fp8_gemm_nt", M, N, K, num_sms=8)
+    assert driver.launches[-1].grid == (hopper_fp8.grid_size(spec, M), 1, 1)
+    assert driver.launches[-1].function != first.function       # another spec, kernel
+    with dgemm.heuristics.forced_tile(128, 128, 2, multicast_on_a=False):
+        dgemm.fp8_gemm_nt(a, b, d)
+    assert driver.launches[-1].cluster == 2 and driver.launches[-1].block[0] == 384
+    dgemm.fp8_gemm_nt(a, b, d)
+    assert driver.launches[-1].function == first.function
+
+
+def test_aliased_tensors_launch_correctly_without_a_plan(driver):
+    a, _, _ = fp8_inputs(N, N, K)
+    b = (a[0], torch.ones((N // 128, K // 128)))
+    d = torch.empty((N, N), dtype=torch.bfloat16)
+    dgemm.fp8_gemm_nt(a, b, d)                    # a[0] is b[0]: the A and B maps alias
+    p = dense_params(driver.launches[-1])
+    assert p["tma_a"]["address"] == p["tma_b"]["address"] == a[0].data_ptr()
+    a2, b2, d2 = fp8_inputs(N, N, K)              # same geometry, distinct tensors
+    dgemm.fp8_gemm_nt(a2, b2, d2)
+    check_dense_launch(driver.launches[-1], a2, b2, d2, m=N)
+    dgemm.fp8_gemm_nt(a, b, d)                    # the alias again, now through the plan
+    p = dense_params(driver.launches[-1])
+    assert p["tma_a"]["address"] == p["tma_b"]["address"] == a[0].data_ptr()
+
+
+def test_each_thread_launches_its_own_pointers(driver):
+    results = {}
+
+    def call(name):
+        a, b, d = fp8_inputs(M, N, K)
+        for _ in range(50):
+            dgemm.fp8_gemm_nt(a, b, d)
+        results[name] = (a, b, d)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    by_d = {dense_params(launch)["d"]: launch for launch in driver.launches}
+    for a, b, d in results.values():
+        check_dense_launch(by_d[d.data_ptr()], a, b, d)
+    # Every launch is consistent: its A map belongs to the same call as its D pointer.
+    pairs = {r[2].data_ptr(): r[0][0].data_ptr() for r in results.values()}
+    for launch in driver.launches:
+        p = dense_params(launch)
+        assert pairs[p["d"]] == p["tma_a"]["address"]
+
+
+def test_contiguous_layout_pointer_follows_the_call(driver):
+    a, _, _ = fp8_inputs(256, N, K)
+    b = (torch.zeros((2, N, K), dtype=torch.float8_e4m3fn), torch.ones((2, N // 128, K // 128)))
+    for _ in range(2):
+        d = torch.empty((256, N), dtype=torch.bfloat16)
+        layout = torch.zeros(256, dtype=torch.int32)
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+        d_ptr, sb_ptr, layout_ptr, shape_m = driver.launches[-1].params[:4]
+        assert (d_ptr, sb_ptr, layout_ptr, shape_m) == (d.data_ptr(), b[1].data_ptr(),
+                                                        layout.data_ptr(), 256)
+
+
+def test_masked_expected_m_is_part_of_the_signature(driver):
+    g = 4
+    a = (torch.zeros((g, M, K), dtype=torch.float8_e4m3fn), torch.ones((g, M, K // 128)))
+    b = (torch.zeros((g, N, K), dtype=torch.float8_e4m3fn), torch.ones((g, N // 128, K // 128)))
+    d = torch.empty((g, M, N), dtype=torch.bfloat16)
+    masked_m = torch.full((g,), M, dtype=torch.int32)
+    dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 64)
+    assert driver.launches[-1].params[2] == masked_m.data_ptr()
+    sa = driver.launches[-1].params[6]
+    assert sa["dims"] == (M, g * K // 128)
+    with pytest.raises(ValueError, match=r"expected_m must be a positive int"):
+        dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 0)
+    with pytest.raises(ValueError, match=r"expected_m must be a positive int"):
+        dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, [64])
+
+
+def test_portable_family_plans_patch_every_pointer(driver, monkeypatch):
+    monkeypatch.setenv("DGEMM_FORCE_PORTABLE", "1")
+    for _ in range(2):
+        a, b, d = fp8_inputs(M, N, K)
+        dgemm.fp8_gemm_nt(a, b, d)
+        params = driver.launches[-1].params
+        assert params[:5] == [a[0].data_ptr(), a[1].data_ptr(), b[0].data_ptr(),
+                              b[1].data_ptr(), d.data_ptr()]
+        assert params[6] == M and driver.launches[-1].grid == (1, N // 64, 1)
+
+
+def test_a_failed_patch_leaves_no_trusted_plan(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    plan = next(iter(plans._plans.values()))
+    bad = (plan.pointers[0] + 8,) + plan.pointers[1:]
+    with pytest.raises(RuntimeError, match=r"cuTensorMapReplaceAddress failed"):
+        plan.run(bad, 0)
+    assert plan.pointers is None
+    dgemm.fp8_gemm_nt(a, b, d)                    # re-patched in full
+    check_dense_launch(driver.launches[-1], a, b, d)
+
+
+def test_launch_config_matches_cuda_h_layout():
+    import ctypes
+    assert ctypes.sizeof(launcher.LaunchAttribute) == 72          # 8 + 64-byte union
+    assert launcher.LaunchConfig.stream.offset == 32
+    assert launcher.LaunchConfig.attrs.offset == 40
+    assert launcher.LaunchConfig.num_attrs.offset == 48
