@@ -190,8 +190,10 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
     return spec
 
 
-def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
-            num_sms: int) -> KernelSpec:
+def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+                 num_sms: int) -> list:
+    """Every (block_m, block_n, num_tma_multicast) the cost model allows for this call, best
+    first; `select` takes the first. Benchmarks time the next few to check the model."""
     # The masked layout's m is only a hint (expected rows per group; the real counts live on
     # the device): score it over a spread of row counts so that a tile count that just fits
     # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
@@ -236,23 +238,34 @@ def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
     # the 64 KB epilogue of each tile is not amortised.
     wide_ok = ceil_div(k, BLOCK_K) >= 8
-    block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
-                                       for bn in block_ns(bm)
-                                       if bm == 64 or bn <= 128 or (bn >= 160 and
-                                                                    (bn < 256 or wide_ok))
-                                       for mc in multicasts
-                                       if clusters_fill_two_waves(bm, bn, mc)),
-                                      key=score)
-    multicast_on_a = multicast > 1 and shares_a(block_m, block_n)
+    return sorted(((bm, bn, mc) for bm in block_ms for bn in block_ns(bm)
+                   if bm == 64 or bn <= 128 or (bn >= 160 and (bn < 256 or wide_ok))
+                   for mc in multicasts
+                   if clusters_fill_two_waves(bm, bn, mc) and num_stages(bm, bn, k)),
+                  key=score)
 
-    stages = num_stages(block_m, block_n, k)
-    if stages == 0:
-        raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
-                         f"k={k}")
 
+def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
+               count: int) -> list:
+    """The cost model's `count` best specs for this call, best (the pick of `select`) first."""
+    return [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
+            for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+
+
+def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+            num_sms: int) -> KernelSpec:
+    ranked = ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)
+    if not ranked:
+        raise ValueError(f"no tile of the {NAME} kernel fits shared memory at k={k}")
+    return _spec(gemm_type, n, k, num_groups, num_sms, *ranked[0])
+
+
+def _spec(gemm_type: str, n: int, k: int, num_groups: int, num_sms: int, block_m: int,
+          block_n: int, multicast: int) -> KernelSpec:
     return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
-                      block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=stages,
-                      num_tma_multicast=multicast, multicast_on_a=multicast_on_a,
+                      block_m=block_m, block_n=block_n, block_k=BLOCK_K,
+                      num_stages=num_stages(block_m, block_n, k), num_tma_multicast=multicast,
+                      multicast_on_a=multicast > 1 and shares_a(block_m, block_n),
                       num_sms=num_sms, arch="sm_90a")
 
 
