@@ -34,8 +34,8 @@ from dgemm.utils import calc_diff
 from . import suite as suites
 from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
-from .timing import (check_round_times, geomean, gpu_name, interleaved_samples, median,
-                     paired_ratios, per_call_us)
+from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+                     interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
 
 
 @dataclasses.dataclass
@@ -50,6 +50,7 @@ class Options:
     block_ns: tuple = ()
     multicasts: tuple = (1,)
     check_timing: bool = True      # compare the two ways of timing once, on the first shape
+    skip: tuple = ()               # configs never timed beside the pick (e.g. known to fault)
 
 
 def spec_of(m: int, n: int, k: int):
@@ -87,7 +88,8 @@ def extra_specs(m: int, n: int, k: int, opts: Options) -> dict:
             if candidate != spec:
                 extra.setdefault(suites.config_name(candidate), candidate)
     return {name: s for name, s in extra.items()
-            if hopper_fp8.num_stages(s.block_m, s.block_n, s.k)}
+            if hopper_fp8.num_stages(s.block_m, s.block_n, s.k)
+            and suites.config_name(s) not in opts.skip}
 
 
 def diverse(ranked: list, count: int) -> list:
@@ -116,7 +118,7 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
 
     run_dgemm = lambda: dgemm.fp8_gemm_nt(a, b, d)  # noqa: E731
     d.fill_(float("nan"))
-    run_dgemm()
+    checked(row["config"], run_dgemm)
     row["diff"] = calc_diff(d, ref)
     timed = {"dgemm": run_dgemm}
     try:
@@ -132,9 +134,11 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
         d_deep = torch.full_like(d, float("nan"))
         run_deep = deep_gemm_dense(deep_gemm, a, b, d_deep)
         try:
-            run_deep()
+            checked("deepgemm", run_deep)
             row["deepgemm_diff"] = calc_diff(d_deep, ref)
             timed["deepgemm"] = run_deep
+        except CudaFault:
+            raise
         except RuntimeError as error:
             row["deepgemm_error"] = str(error).splitlines()[0]
     extra_diffs, extras = {}, extra_specs(m, n, k, opts)
@@ -142,13 +146,14 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
         d_other = torch.full_like(d, float("nan"))
         fn = (lambda s=other, out=d_other:
               hopper_fp8.launch(s, a[0], a[1], b[0], b[1], out, None))
-        fn()
+        checked(suites.config_name(other), fn)
         extra_diffs[name] = calc_diff(d_other, ref)
         timed[name] = fn
     if opts.check_timing:
         print("  " + check_round_times(timed, opts.iters), flush=True)
         opts.check_timing = False
-    samples = interleaved_samples(timed, opts.rounds, opts.iters)
+    samples = checked("timed rounds of " + ", ".join(timed),
+                      lambda: interleaved_samples(timed, opts.rounds, opts.iters))
 
     for name in ("dgemm", "cublas", "bf16", "deepgemm"):
         row[f"{name}_us"] = median(samples[name]) if name in samples else float("nan")
@@ -301,10 +306,17 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-multicast", default="1",
                         help="comma-separated cluster sizes for --sweep (1 and/or 2)")
     parser.add_argument("--only", default="", help="comma-separated row indices to run")
+    parser.add_argument("--skip-configs", default="",
+                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
+                             "the heuristic's pick")
     parser.add_argument("--precompile-only", action="store_true",
                         help="compile every kernel the run would time, then stop")
     parser.add_argument("--json", type=pathlib.Path,
                         help="write the rows here (rewritten after every shape)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows (and faulted shapes) already in --json and time "
+                             "only the others; after a CUDA fault the run records the shape, "
+                             "exits with 3 and can be resumed this way")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_gemm: needs a CUDA GPU", file=sys.stderr)
@@ -316,7 +328,8 @@ def main(argv=None) -> int:
                    picks=json.loads(args.picks.read_text()) if args.picks else {},
                    sweep=args.sweep,
                    block_ns=tuple(int(v) for v in args.sweep_block_n.split(",") if v),
-                   multicasts=tuple(int(v) for v in args.sweep_multicast.split(",") if v))
+                   multicasts=tuple(int(v) for v in args.sweep_multicast.split(",") if v),
+                   skip=tuple(c for c in args.skip_configs.split(",") if c))
     if args.shapes:
         shapes = [suites.DenseShape(m, n, k) for m, n, k in dense_shapes(load_shapes(args.shapes))]
     else:
@@ -324,6 +337,12 @@ def main(argv=None) -> int:
     shapes += [suites.DenseShape(*(int(v) for v in s.split(","))) for s in args.extra]
     if args.only:
         shapes = [shapes[int(i)] for i in args.only.split(",")]
+    rows, faults = [], []
+    if args.resume and args.json and args.json.exists():
+        previous = json.loads(args.json.read_text())
+        rows, faults = previous["rows"], previous.get("faults", [])
+    done = {(r["m"], r["n"], r["k"]) for r in rows} | {tuple(f["shape"]) for f in faults}
+    shapes = [s for s in shapes if (s.m, s.n, s.k) not in done]
     precompile(shapes, opts)
     if args.precompile_only:
         return 0
@@ -332,23 +351,30 @@ def main(argv=None) -> int:
         print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
         for error in errors[:5]:
             print("  " + error, flush=True)
-    rows = []
+    save = lambda: args.json and args.json.write_text(json.dumps(  # noqa: E731
+        {"gpu": gpu_name(), "suite": args.suite, "part": args.part, "rows": rows,
+         "faults": faults}, indent=1))
     for shape in shapes:
         try:
             rows.append(bench_shape(shape, opts))
         except Exception as exc:          # one broken shape must not cost the whole run
-            print(f"  {shape.m}x{shape.n}x{shape.k}: FAILED {type(exc).__name__}: {exc}",
-                  flush=True)
+            print(f"  {shape.m}x{shape.n}x{shape.k}: FAILED {type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
+            if isinstance(exc, CudaFault) or is_cuda_fault(exc):
+                # The CUDA context is gone: record the shape and let --resume go on.
+                faults.append({"shape": [shape.m, shape.n, shape.k], "error": str(exc)[:500]})
+                save()
+                return 3
             continue
         r = rows[-1]
         print(f"  {shape.m}x{shape.n}x{shape.k} {r['config']}: dgemm {r['dgemm_tflops']:.0f} TFLOPS, "
               f"x cuBLAS-blk {_fmt(r['ratio'])}, x DeepGEMM {_fmt(r['deepgemm_ratio'], '.3f')}, "
               f"diff {r['diff']:.1e}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps({"gpu": gpu_name(), "suite": args.suite,
-                                             "part": args.part, "rows": rows}, indent=1))
+        save()
     if not rows:
         return 1
+    for fault in faults:
+        print(f"CUDA fault at {'x'.join(map(str, fault['shape']))}: {fault['error'][:300]}")
     print_table(rows, f"fp8_gemm_nt on {gpu_name()}, suite {args.suite}, part {args.part}, "
                       f"{opts.rounds} rounds x {opts.iters} calls", picks_given=bool(opts.picks))
     return 0

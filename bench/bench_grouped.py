@@ -34,8 +34,8 @@ from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module
                         warm_deep_gemm)
 from .bench_gemm import diverse, spec_from_config
 from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense, random_masked
-from .timing import (check_round_times, geomean, gpu_name, interleaved_samples, kernel_time_us,
-                     median, paired_ratios)
+from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+                     interleaved_samples, is_cuda_fault, kernel_time_us, median, paired_ratios)
 
 KIND = {"contiguous": "m_grouped_fp8_gemm_nt_contiguous",
         "masked": "m_grouped_fp8_gemm_nt_masked"}
@@ -50,6 +50,7 @@ class Options:
     tiles: tuple = ()                 # --sweep: (block_m, block_n) forced on every shape
     dense_same_work: bool = False
     check_timing: bool = True      # compare the two ways of timing once, on the first shape
+    skip: tuple = ()               # configs never timed beside the pick (e.g. known to fault)
 
 
 @dataclasses.dataclass
@@ -136,7 +137,7 @@ def extra_specs(case: suites.GroupedCase, opts: Options) -> dict:
             tile = hopper_fp8.with_tile(spec, block_m, block_n)
             if tile != spec:
                 extra.setdefault(suites.config_name(tile), tile)
-    return extra
+    return {name: s for name, s in extra.items() if suites.config_name(s) not in opts.skip}
 
 
 def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
@@ -145,28 +146,31 @@ def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
     row = {"layout": case.layout, "groups": case.groups, "nominal_m": case.nominal_m,
            "valid_m": case.valid_m, "select_m": problem.select_m, "n": case.n, "k": case.k,
            "part": case.part, "label": case.label, "config": suites.config_name(spec)}
-    problem.run()                         # into a NaN-poisoned output
+    checked(row["config"], problem.run)   # into a NaN-poisoned output
     row["diff"] = problem.diff(problem.out)
     timed = {"dgemm": problem.run}
     if problem.deep is not None:
         out_deep = problem.new_output()
         run_deep = problem.deep(out_deep)
         try:
-            run_deep()
+            checked("deepgemm", run_deep)
             row["deepgemm_diff"] = problem.diff(out_deep)
             timed["deepgemm"] = run_deep
+        except CudaFault:
+            raise
         except RuntimeError as error:
             row["deepgemm_error"] = str(error).splitlines()[0]
     extras, extra_diffs = extra_specs(case, opts), {}
     for name, other in extras.items():
         out_other = problem.new_output()
-        problem.launch(other, out_other)
+        checked(suites.config_name(other), lambda: problem.launch(other, out_other))
         extra_diffs[name] = problem.diff(out_other)
         timed[name] = lambda s=other, o=out_other: problem.launch(s, o)
     if opts.check_timing:
         print("  " + check_round_times(timed, opts.iters), flush=True)
         opts.check_timing = False
-    samples = interleaved_samples(timed, opts.rounds, opts.iters)
+    samples = checked("timed rounds of " + ", ".join(timed),
+                      lambda: interleaved_samples(timed, opts.rounds, opts.iters))
     flops = 2 * case.valid_m * case.n * case.k
     for name in ("dgemm", "deepgemm"):
         row[f"{name}_us"] = median(samples[name]) if name in samples else float("nan")
@@ -217,6 +221,10 @@ def precompile(cases, opts: Options) -> None:
 def deep_gemm_jobs(cases) -> list:
     return [("contiguous", c.rows, c.n, c.k) if c.layout == "contiguous" else
             ("masked", c.rows, c.max_m, c.expected_m, c.n, c.k) for c in cases]
+
+
+def row_key(row: dict) -> str:
+    return suites.grouped_key(row["layout"], row["groups"], row["nominal_m"], row["n"], row["k"])
 
 
 def _fmt(value, spec=".3f") -> str:
@@ -291,10 +299,17 @@ def main(argv=None) -> int:
                         help="also time these tiles on every shape, e.g. 128x128,128x256")
     parser.add_argument("--dense-same-work", action="store_true",
                         help="also time the dense kernel on each shape's valid rows")
+    parser.add_argument("--skip-configs", default="",
+                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
+                             "the heuristic's pick")
     parser.add_argument("--precompile-only", action="store_true",
                         help="compile every kernel the run would time, then stop")
     parser.add_argument("--json", type=pathlib.Path,
                         help="write the rows here (rewritten after every shape)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows (and faulted shapes) already in --json and time "
+                             "only the others; after a CUDA fault the run records the shape, "
+                             "exits with 3 and can be resumed this way")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)
@@ -306,9 +321,16 @@ def main(argv=None) -> int:
                    picks=json.loads(args.picks.read_text()) if args.picks else {},
                    tiles=tuple(tuple(int(v) for v in t.split("x"))
                                for t in args.sweep.split(",") if t),
-                   dense_same_work=args.dense_same_work)
+                   dense_same_work=args.dense_same_work,
+                   skip=tuple(c for c in args.skip_configs.split(",") if c))
     layouts = ("contiguous", "masked") if args.layout == "both" else (args.layout,)
     cases = [c for layout in layouts for c in suites.grouped_cases(args.suite, layout, args.part)]
+    rows, faults = [], []
+    if args.resume and args.json and args.json.exists():
+        previous = json.loads(args.json.read_text())
+        rows, faults = previous["rows"], previous.get("faults", [])
+    done = {row_key(r) for r in rows} | {f["key"] for f in faults}
+    cases = [c for c in cases if c.key() not in done]
     precompile(cases, opts)
     if args.precompile_only:
         return 0
@@ -318,21 +340,29 @@ def main(argv=None) -> int:
         print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
         for error in errors[:5]:
             print("  " + error, flush=True)
-    rows = []
+    save = lambda: args.json and args.json.write_text(json.dumps(  # noqa: E731
+        {"gpu": gpu_name(), "suite": args.suite, "part": args.part, "rows": rows,
+         "faults": faults}, indent=1))
     for case in cases:
         try:
             rows.append(bench_case(case, opts, deep_gemm))
         except Exception as exc:          # one broken shape must not cost the whole run
-            print(f"  {case.key()}: FAILED {type(exc).__name__}: {exc}", flush=True)
+            print(f"  {case.key()}: FAILED {type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
+            if isinstance(exc, CudaFault) or is_cuda_fault(exc):
+                # The CUDA context is gone: record the shape and let --resume go on.
+                faults.append({"key": case.key(), "error": str(exc)[:500]})
+                save()
+                return 3
             continue
         r = rows[-1]
         print(f"  {case.key()} {r['config']}: dgemm {r['dgemm_tflops']:.0f} TFLOPS, x DeepGEMM "
               f"{_fmt(r['deepgemm_ratio'])}, diff {r['diff']:.1e}", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps({"gpu": gpu_name(), "suite": args.suite,
-                                             "part": args.part, "rows": rows}, indent=1))
+        save()
     if not rows:
         return 1
+    for fault in faults:
+        print(f"CUDA fault at {fault['key']}: {fault['error'][:300]}")
     print_table(rows, f"grouped FP8 GEMMs on {gpu_name()}, suite {args.suite}, part {args.part}, "
                       f"{opts.rounds} rounds x {opts.iters} calls", bool(opts.picks))
     return 0

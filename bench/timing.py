@@ -112,6 +112,27 @@ def check_round_times(fns: dict, iters: int = 20) -> str:
         f"{name} {together[name]:.1f}/{apart[name]:.1f}" for name in fns)
 
 
+class CudaFault(RuntimeError):
+    """A CUDA error in a timed or checked function: the process's CUDA context is lost, so a
+    benchmark records the shape and exits (`--resume` goes on in a fresh process)."""
+
+
+def is_cuda_fault(exc: BaseException) -> bool:
+    return "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
+
+
+def checked(name: str, fn):
+    """fn(), synchronised, with a CUDA fault raised as CudaFault naming `name`."""
+    try:
+        result = fn()
+        torch.cuda.synchronize()
+        return result
+    except Exception as exc:
+        if is_cuda_fault(exc):
+            raise CudaFault(f"{name}: {str(exc).splitlines()[0]}") from exc
+        raise
+
+
 def median(values) -> float:
     values = sorted(values)
     mid = len(values) // 2

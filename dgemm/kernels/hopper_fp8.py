@@ -161,6 +161,13 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
     return k_blocks * k_block + per_tile
 
 
+def multicast_fits(block_m: int, block_n: int, multicast: int) -> bool:
+    """Each CTA of a cluster loads a slice of the shared operand's tile of whole 8-row
+    (1024-byte) swizzle atoms; the header refuses other slices at compile time."""
+    shared = block_m if shares_a(block_m, block_n) else block_n
+    return multicast == 1 or shared % (8 * multicast) == 0
+
+
 def shares_a(block_m: int, block_n: int) -> bool:
     """A cluster multicasts the operand with more rows per tile (A on ties). NOTES: 128x256
     sharing B beat sharing A; 192x128 sharing A beat sharing B by 3..7% (v16)."""
@@ -241,7 +248,8 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     return sorted(((bm, bn, mc) for bm in block_ms for bn in block_ns(bm)
                    if bm == 64 or bn <= 128 or (bn >= 160 and (bn < 256 or wide_ok))
                    for mc in multicasts
-                   if clusters_fill_two_waves(bm, bn, mc) and num_stages(bm, bn, k)),
+                   if clusters_fill_two_waves(bm, bn, mc) and multicast_fits(bm, bn, mc)
+                   and num_stages(bm, bn, k)),
                   key=score)
 
 
