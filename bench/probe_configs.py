@@ -6,9 +6,10 @@
 An item is LAYOUT:SHAPE:CONFIG. dense: SHAPE is MxNxK; contiguous and masked: GROUPSxM:NxK, the
 key of a grouped entry of the broad suite (bench/suite.py; its rows are drawn as the benches
 draw them). CONFIG is BLOCK_MxBLOCK_NxSTAGES/mc1|mc2a|mc2b, `heuristic` (the public call) or
-`deepgemm`. Each item runs `calls` back-to-back launches on random inputs in a fresh process,
-then synchronizes and checks calc_diff over the valid rows; a CUDA fault (which poisons the
-whole CUDA context, so a benchmark process cannot go on after it) fails that item alone.
+`deepgemm`. Each item runs `calls` back-to-back launches on random inputs in a fresh process
+(with `--flush`, each after an L2-flushing memset, as the benches time them), then
+synchronizes and checks calc_diff over the valid rows; a CUDA fault (which poisons the whole
+CUDA context, so a benchmark process cannot go on after it) fails that item alone.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 DIFF_BAR = 1e-3
 
 
-def run_one(item: str, calls: int) -> int:
+def run_one(item: str, calls: int, flush: bool = False) -> int:
     import torch
 
     import dgemm
@@ -62,7 +63,10 @@ def run_one(item: str, calls: int) -> int:
                 bench_grouped.spec_of(case, bench_grouped.select_m_of(case)), config)
             fn = lambda: problem.launch(spec, out)  # noqa: E731
         check = lambda: problem.diff(out)  # noqa: E731
+    scratch = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if flush else None
     for _ in range(calls):
+        if flush:
+            scratch.zero_()               # as the timed rounds do between calls
         fn()
     torch.cuda.synchronize()
     diff = check()
@@ -70,11 +74,11 @@ def run_one(item: str, calls: int) -> int:
     return 0 if diff < DIFF_BAR else 1
 
 
-def probe(item: str, calls: int) -> str:
+def probe(item: str, calls: int, flush: bool = False) -> str:
     try:
         done = subprocess.run([sys.executable, "-m", "bench.probe_configs", "--one", item,
-                               "--calls", str(calls)], capture_output=True, text=True,
-                              timeout=120)
+                               "--calls", str(calls)] + (["--flush"] if flush else []),
+                              capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return f"{item}: HUNG (no result in 120 s)"
     lines = (done.stdout + done.stderr).strip().splitlines()
@@ -89,11 +93,13 @@ def main(argv=None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--flush", action="store_true",
+                        help="flush the L2 (256 MB memset) before every call, as the benches do")
     args = parser.parse_args(argv)
     if args.one:
-        return run_one(args.one, args.calls)
+        return run_one(args.one, args.calls, args.flush)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for line in pool.map(lambda item: probe(item, args.calls), args.items):
+        for line in pool.map(lambda item: probe(item, args.calls, args.flush), args.items):
             print(line, flush=True)
     return 0
 

@@ -130,7 +130,8 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
     NOTES: per K block (~1.75 GHz), 128-row tiles took ~247 + 3.9 * block_n clk up to 128
     columns (64 -> 489, 128 -> 745 measured; never below ~420 however narrow) and ~6..7.5 clk
     per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
-    128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
+    128 -> 1018; refitted to 500 + 3.65 * block_n for kernel v21, below); 64-row split-K
+    tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
     ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
     the wider they are (first loads from HBM). `full_wave`: the problem has at least one tile
     per SM (steady state); fewer tiles pay their first loads and epilogue unhidden."""
@@ -138,7 +139,9 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
     if block_m == 64:
         k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
-        k_block, per_tile = 550 + 3.65 * block_n, 1800
+        # NOTES: with kernel v21, 192x128 beat 128x256 wherever both had the same wave
+        # quantization (+2..4% at M >= 1536 of the broad suite's fit part, bench/NOTES.md v22).
+        k_block, per_tile = 500 + 3.65 * block_n, 1800
     else:
         if block_n == 256:
             # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Fitted to
@@ -146,11 +149,18 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
             k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
         else:
-            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
+            # NOTES: 160 and 192 columns: 7.0 per column with the 10% below (v22; 7.5 before
+            # undersold them: 200x10240x8192 ran 1.34x faster at 128x160 than at 128x80).
+            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.0 * block_n
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
                 k_block *= 1.12
+            if BLOCK_K % block_n:
+                # Widths that do not divide 128 promote with per-column scale selects (no
+                # uniform-scale path). NOTES: 128x40 ran ~600 clk per K block against ~430 for
+                # 128x32 (v21); over the broad suite's fit part +10% fitted best (v22).
+                k_block *= 1.10
             per_tile = 1200
     if multicast > 1:
         # 2-CTA clusters sharing one operand: fewer L2 bytes and watts per K block (the H200
@@ -225,8 +235,19 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        return (sum(waves) / len(waves) * cycles,
+        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n),
                 -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+
+    def zero_fill_cycles(block_m, block_n):
+        # Rows of the last m-block past M reach the SMs as TMA zero fill, and fill slows every
+        # SM in the run, not only the tile's own (a shared cost, so it is not per wave): more
+        # tiles in that m-block cost more. Only the plain layout has such rows (grouped rows
+        # past a group's end are in bounds). NOTES: at M = 16 the one-wave 64x16 tiles of
+        # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
+        # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block (v22).
+        if gemm_type != "normal" or m % block_m == 0:
+            return 0.0
+        return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
     # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
