@@ -9,36 +9,47 @@
     dgemm-cache import FILE [--push]            verify a bundle into the local cache
     dgemm-cache sync [--arch A] [--once]        per-node daemon: push, pull, follow (SIGTERM)
     dgemm-cache prewarm ...                     compile a workload's kernels ahead of time
-    dgemm-cache gc ...                          keep the local cache within budget
+    dgemm-cache gc [--remote] ...               keep the local cache (or Redis) within budget
+    dgemm-cache clear [--remote --yes]          empty the local cache (or the Redis namespace)
+    dgemm-cache doctor [--json]                 print and check the effective settings
+                                                (alias: show-config)
+    dgemm-cache --version
 
 Configuration comes from the DGEMM_* environment (DGEMM_CACHE_DIR, DGEMM_REMOTE_CACHE,
-DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Exit status, for scripts:
+DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Every subcommand also takes, before or after
+its name, `--cache-dir DIR` (for DGEMM_CACHE_DIR) and `--remote URL` (for DGEMM_REMOTE_CACHE;
+`--remote none`: no remote) for that one command. On ls, verify, export, gc and clear a bare
+`--remote` (or `--remote URL` after the subcommand) also makes Redis the cache they work on.
+`--help` and `--version` import neither torch nor redis, so they answer at once.
+Exit status, for scripts:
     0  success
     1  failure: some entry was bad, refused or could not be moved (see the report)
-    2  usage: bad arguments or a malformed DGEMM_* variable
+    2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
+       an export FILE that is not a regular file, a gc directory that is not a dgemm cache
     3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
   130  interrupted
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 from typing import Optional
 
-import torch
-
 from cache_service.errors import CacheServiceError, RemoteUnavailable
-from dgemm import utils
+from dgemm import __version__
 from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
-from dgemm.jobs import bundle, cleanup, prewarm, sync
+from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync
 from dgemm.jobs.cleanup import format_size
+from dgemm.jobs.manifest import ManifestError
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -48,19 +59,25 @@ class _RemoteMissing(Exception):
     """The subcommand needs DGEMM_REMOTE_CACHE."""
 
 
+# Bad input, whatever the subcommand: a setting, a file handed to it, a path to write: exit 2.
+_USAGE_ERRORS = (ConfigError, bundle.BundleError, bundle.ExportTargetError, ManifestError,
+                 cleanup.CleanupError)
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(name)s: %(message)s", stream=sys.stderr)
     try:
-        return args.handler(args)
-    except ConfigError as error:
+        with settings_from_options(args):
+            return args.handler(args)
+    except _USAGE_ERRORS as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
         return EXIT_USAGE
     except _RemoteMissing:
-        print("dgemm-cache: this command needs the remote cache; set DGEMM_REMOTE_CACHE, e.g. "
-              "redis://host:6379/0", file=sys.stderr)
+        print("dgemm-cache: this command needs the remote cache; set DGEMM_REMOTE_CACHE or "
+              "pass --remote URL, e.g. redis://host:6379/0", file=sys.stderr)
         return EXIT_NO_REMOTE
     except RemoteUnavailable as error:
         print(f"dgemm-cache: remote cache unavailable: {error}", file=sys.stderr)
@@ -73,17 +90,101 @@ def main(argv: Optional[list] = None) -> int:
         return EXIT_INTERRUPTED
 
 
+@contextlib.contextmanager
+def settings_from_options(args):
+    """`--cache-dir` and `--remote URL` become DGEMM_CACHE_DIR and DGEMM_REMOTE_CACHE for the
+    command (restored afterwards, for callers of `main` in process). Through the environment,
+    not a Settings argument, so that every reader sees them: the command's own Settings, the
+    jobs that read single variables, and prewarm's compile processes, which inherit it."""
+    changes = {}
+    if getattr(args, "cache_dir", None):
+        changes["DGEMM_CACHE_DIR"] = args.cache_dir
+    url = _remote_url_option(args)
+    if url is not None:
+        changes["DGEMM_REMOTE_CACHE"] = None if url == REMOTE_NONE else url
+    saved = {name: os.environ.get(name) for name in changes}
+    _set_environment(changes)
+    try:
+        yield
+    finally:
+        _set_environment(saved)
+
+
+def _remote_url_option(args) -> Optional[str]:
+    """The URL (or 'none') given by `--remote URL` after the subcommand, else before it. A
+    subcommand whose `--remote` also picks Redis as the cache to work on keeps a plain True
+    in args.remote for its body."""
+    if isinstance(getattr(args, "remote", None), str):
+        url, args.remote = args.remote, True
+        return url
+    return getattr(args, "remote_url", None)
+
+
+def _set_environment(values: dict) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+REMOTE_NONE = "none"
+# Subcommands whose `--remote` (bare) switches them from the local cache to Redis.
+_REMOTE_TARGETS = ("ls", "verify", "export", "gc", "clear")
+_TARGET_HELP = {
+    "ls": "list Redis instead of local disk", "verify": "verify Redis instead of disk",
+    "export": "export Redis instead of disk", "gc": "clean the Redis namespace instead of disk",
+    "clear": "empty the Redis namespace instead of disk (needs --yes)",
+}
+
+
+def _remote_url(text: str) -> str:
+    """argparse type of `--remote URL`: a Redis URL checked whole, or 'none'."""
+    if text.strip().lower() == REMOTE_NONE:
+        return REMOTE_NONE
+    from cache_service.client import EXPECTED_FORMS, check_url, redact
+    try:
+        check_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{redact(text)!r} is not a usable Redis URL "
+                                         f"({error}); expected {EXPECTED_FORMS}, or 'none' "
+                                         f"for no remote") from None
+    return text
+
+
+def _add_settings_options(parser: argparse.ArgumentParser, name: Optional[str]) -> None:
+    """-v, --cache-dir and --remote, on the top-level parser (name None) and on every
+    subcommand. Defaults are SUPPRESSed, so a subcommand that is not given one keeps the
+    value given before the subcommand."""
+    quiet = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbose", action="store_true", default=quiet if name else False,
+                        help="log progress at info level")
+    parser.add_argument("--cache-dir", metavar="DIR", default=quiet,
+                        help="the local cache for this command (instead of DGEMM_CACHE_DIR, "
+                             "default ~/.cache/dgemm)")
+    url_help = ("the Redis for this command, instead of DGEMM_REMOTE_CACHE; 'none' for no "
+                "remote")
+    if name in _REMOTE_TARGETS:
+        parser.add_argument("--remote", nargs="?", const=True, default=False, type=_remote_url,
+                            metavar="URL", help=f"{_TARGET_HELP[name]}; with URL, {url_help}")
+    else:
+        parser.add_argument("--remote", dest="remote_url", type=_remote_url, default=quiet,
+                            metavar="URL", help=url_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
         epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
                "130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at info level")
+    parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
+    _add_settings_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
+    def command(name: str, handler, help: str, aliases=()) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, aliases=list(aliases))
         sub.set_defaults(handler=handler)
+        _add_settings_options(sub, name)
         return sub
 
     stats = command("stats", cmd_stats, "entries and bytes per tier, and the cluster counters")
@@ -93,12 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print Prometheus text format (for a node exporter's textfile)")
 
     ls = command("ls", cmd_ls, "list cached kernels")
-    ls.add_argument("--remote", action="store_true", help="list Redis instead of local disk")
     ls.add_argument("--json", action="store_true", help="print JSON")
 
     verify = command("verify", cmd_verify, "verify every entry (digest, key, HMAC with a "
                                            "secret) and remove the bad ones")
-    verify.add_argument("--remote", action="store_true", help="verify Redis instead of disk")
     verify.add_argument("--dry-run", action="store_true", help="report only; remove nothing")
     _add_output_flags(verify)
 
@@ -111,7 +210,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = command("export", cmd_export, "write every verified entry into one bundle file")
     export.add_argument("file", help="bundle to write (a tar file)")
-    export.add_argument("--remote", action="store_true", help="export Redis instead of disk")
     _add_output_flags(export)
 
     imports = command("import", cmd_import, "verify a bundle's entries into the local cache")
@@ -131,9 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, job, help in (("prewarm", prewarm, "compile a workload's kernels ahead of time, "
                                                   "without a GPU"),
-                            ("gc", cleanup, "keep the local cache healthy and within budget")):
+                            ("gc", cleanup, "keep the local cache (or, with --remote, the Redis "
+                                            "namespace) healthy and within budget"),
+                            ("clear", clear, "remove every entry of the local cache (or, with "
+                                             "--remote --yes, every key of the Redis "
+                                             "namespace)")):
         sub = command(name, lambda args, job=job: job.run(args), help)
         job.add_arguments(sub)
+    sub = command("doctor", doctor.run, "print the effective settings and check them (cache "
+                                        "dir, remote, compiler, GPU)", aliases=["show-config"])
+    doctor.add_arguments(sub)
     return parser
 
 
@@ -156,7 +261,8 @@ def _add_match_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_stats(args) -> int:
     settings = env.Settings.from_env()
     disk = _disk(settings)
-    local = [path.stat().st_size for _, path in disk.iter_entries()]
+    local = [size for size in (_size_of(path) for _, path in disk.iter_entries())
+             if size is not None]
     report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
               "remote": None}
     status = EXIT_OK
@@ -167,7 +273,7 @@ def cmd_stats(args) -> int:
         try:
             listing = cache.call(lambda: list(cache.store.iter_meta()))
             shown.update(up=True, entries=len(listing),
-                         bytes=sum(int(meta.get("bytes", 0)) for _, meta, _ in listing),
+                         bytes=sum(_count_field(meta, "bytes") for _, meta, _ in listing),
                          counters=cache.call(cache.store.counters))
         except RemoteUnavailable as error:
             shown["error"] = str(error)
@@ -188,17 +294,22 @@ def cmd_ls(args) -> int:
     if args.remote:
         cache = _remote(settings).cache
         for key, meta, last_use in cache.call(lambda: list(cache.store.iter_meta())):
-            rows.append(_row(key, meta.get("spec") or {}, meta.get("compiler"),
-                             meta.get("bytes"), last_use))
+            meta = meta if isinstance(meta, dict) else {}
+            rows.append(_row(key, meta.get("spec"), meta.get("compiler"), meta.get("bytes"),
+                             last_use))
     else:
-        for key, path in _disk(settings).iter_entries():
+        disk = _disk(settings)
+        for key, path in disk.iter_entries():
             try:
-                header = entry_format.read_header(path.read_bytes())
+                blob = disk.read_blob(key)
+                header = entry_format.read_header(blob)
+                stat = path.stat()
+            except FileNotFoundError:
+                continue                    # removed by gc or replaced meanwhile
             except (OSError, EntryError) as error:
                 rows.append(_row(key, {}, f"unreadable: {error}", None, None))
                 continue
-            stat = path.stat()
-            rows.append(_row(key, header.get("spec") or {}, header.get("compiler"),
+            rows.append(_row(key, header.get("spec"), header.get("compiler"),
                              stat.st_size, stat.st_mtime))
     rows.sort(key=lambda row: (row["kernel"], row["gemm_type"], row["n"], row["k"], row["key"]))
     if args.json:
@@ -236,7 +347,7 @@ def cmd_verify(args) -> int:
         progress = _progress("verify", len(entries), args)
         for key, path in entries:
             try:
-                problem = _problem(path.read_bytes(), key, disk.secret)
+                problem = _problem(disk.read_blob(key), key, disk.secret)
             except FileNotFoundError:
                 continue                    # removed by gc or replaced meanwhile
             except OSError as error:
@@ -270,7 +381,7 @@ def cmd_pull(args) -> int:
     tier, disk = _remote(settings), _disk(settings)
     match = _match(args, settings)
     cache = tier.cache
-    total = cache.call(lambda: cache.client.hlen(cache.namespace.meta))
+    total = cache.call(cache.store.count_meta)
     progress = _progress("pull", total, args)
     result = sync.pull(tier, disk, match, progress=progress.advance)
     progress.close()
@@ -291,20 +402,26 @@ def cmd_export(args) -> int:
 
     def verified_entries():
         for key in keys:
-            entry = fetch(key)              # verified by the tier; bad entries are removed
+            try:
+                entry = fetch(key)          # verified by the tier; bad entries are removed
+            except (EntryError, OSError):
+                entry = None
             if entry is None:
                 unreadable.append(key)
             else:
                 yield entry
 
     progress = _progress("export", len(keys), args)
-    report = bundle.export_bundle(args.file, verified_entries(), progress=progress.advance)
-    progress.close()
+    try:
+        report = bundle.export_bundle(args.file, verified_entries(), progress=progress.advance)
+    finally:
+        progress.close()
+    refused = len(unreadable) + report.refused
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": len(unreadable)}
+               "refused": refused}
     _print_report(args, summary, f"exported {report.entries} entries ({format_size(report.bytes)}) "
-                                 f"to {args.file}; {len(unreadable)} refused")
-    return EXIT_FAILED if unreadable else EXIT_OK
+                                 f"to {args.file}; {refused} refused")
+    return EXIT_FAILED if refused else EXIT_OK
 
 
 def cmd_import(args) -> int:
@@ -368,9 +485,25 @@ def _match(args, settings: env.Settings):
 
 def _this_node_arch() -> str:
     """The arch dgemm compiles for on this node's first GPU; sm_90a on a GPU-less host."""
+    import torch                    # here, not at the top: `--help` must not import torch
+
+    from dgemm import utils
     if not torch.cuda.is_available():
         return "sm_90a"
     return utils.arch_for_capability(*torch.cuda.get_device_capability(0))
+
+
+def _size_of(path) -> Optional[int]:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None                 # removed meanwhile, or unreadable: not counted
+
+
+def _count_field(meta, name: str) -> int:
+    """A non-negative int field of an unverified meta dict; 0 when absent or malformed."""
+    value = meta.get(name) if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _problem(blob: bytes, key: str, secret) -> Optional[str]:
@@ -400,12 +533,30 @@ def _print_transfer(args, verb: str, result) -> int:
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
-def _row(key: str, spec: dict, compiler, size, last_use) -> dict:
-    return {"key": key, "kernel": spec.get("kernel", "?"), "gemm_type": spec.get("gemm_type", "?"),
-            "n": spec.get("n", 0), "k": spec.get("k", 0), "groups": spec.get("num_groups"),
-            "block": f"{spec.get('block_m', '?')}x{spec.get('block_n', '?')}",
-            "stages": spec.get("num_stages"), "arch": spec.get("arch"), "compiler": compiler,
-            "bytes": size, "last_used": last_use}
+def _row(key: str, spec, compiler, size, last_use) -> dict:
+    """One listing row. Headers and Redis meta are read unverified, so every field is coerced
+    to the type the listing prints and sorts by; anything else shows as '?' or '-'."""
+    spec = spec if isinstance(spec, dict) else {}
+
+    def text(value, default="?"):
+        return value if isinstance(value, str) else default
+
+    def number(value, default=None):
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    return {"key": key, "kernel": text(spec.get("kernel")),
+            "gemm_type": text(spec.get("gemm_type")),
+            "n": number(spec.get("n"), 0), "k": number(spec.get("k"), 0),
+            "groups": number(spec.get("num_groups")),
+            "block": f"{number(spec.get('block_m'), '?')}x{number(spec.get('block_n'), '?')}",
+            "stages": number(spec.get("num_stages")), "arch": text(spec.get("arch"), None),
+            "compiler": text(compiler, None), "bytes": number(size),
+            "last_used": last_use if _is_timestamp(last_use) else None}
+
+
+def _is_timestamp(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and
+            0 < value < 1e11)       # a unix time that time.localtime can print
 
 
 def format_listing(rows: list) -> str:

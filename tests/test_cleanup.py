@@ -67,6 +67,18 @@ def run_gc(capsys):
     return run
 
 
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait(timeout=60)
+    return finished.pid
+
+
+def temp_name(n: int, pid: int) -> str:
+    """A temp file name as DiskTier.put_blob makes it: <key>.<pid>.<8 hex>.tmp."""
+    return f"{n:064x}.{pid}.{n:08x}.tmp"
+
+
 def tree(root: Path) -> dict:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
@@ -103,9 +115,11 @@ def test_a_corrupt_entry_is_removed_and_a_valid_one_kept(disk, this_compiler, ru
     assert "checksum" in report["actions"][-1]["detail"]
 
 
-def test_old_temp_files_are_removed_and_recent_ones_kept(disk, this_compiler, run_gc):
+def test_old_temp_files_of_dead_writers_are_removed_and_recent_ones_kept(disk, this_compiler,
+                                                                        run_gc):
     put_entry(disk, 1, this_compiler)
-    old, recent = disk.tmp_dir / "a.123.beef.tmp", disk.tmp_dir / "b.456.cafe.tmp"
+    pid = dead_pid()
+    old, recent = disk.tmp_dir / temp_name(1, pid), disk.tmp_dir / temp_name(2, pid)
     old.write_bytes(b"partial")
     recent.write_bytes(b"in flight")
     age(old, 2)
@@ -146,7 +160,7 @@ def test_dry_run_reports_removals_but_changes_nothing(disk, this_compiler, run_g
     for n in range(1, 4):
         put_entry(disk, n, this_compiler, hours_unused=n)
     put_entry(disk, 4, "nvcc 0.1")
-    stale_tmp = disk.tmp_dir / "x.1.ab.tmp"
+    stale_tmp = disk.tmp_dir / temp_name(5, dead_pid())
     stale_tmp.write_bytes(b"partial")
     age(stale_tmp, 5)
     before = tree(disk.root)

@@ -234,9 +234,9 @@ def test_import_refuses_unsigned_entries_when_a_secret_is_set(capsys, disk, tmp_
     assert not DiskTier(tmp_path / "target").entry_path(KEY_A).exists()
 
 
-def test_import_of_a_file_that_is_not_a_bundle_exits_1(capsys, disk, tmp_path):
+def test_import_of_a_file_that_is_not_a_bundle_exits_2(capsys, disk, tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    assert cli.main(["import", str(tmp_path / "notes.txt")]) == cli.EXIT_FAILED
+    assert cli.main(["import", str(tmp_path / "notes.txt")]) == cli.EXIT_USAGE
     assert "dgemm-cache export" in capsys.readouterr().err
 
 

@@ -6,9 +6,13 @@ A manifest is JSON shaped like `dgemm/shapes/deepseek_v3.json`:
      "grouped_contiguous": [{"groups": 4, "m_per_group": 8192, "n": 4096, "k": 7168}, ...],
      "grouped_masked": [{"groups": 1, "expected_m": 1024, "n": 4096, "k": 7168}, ...]}
 
-Every section is optional; keys this module does not read (notes, `max_m`) are ignored.
-Each entry becomes one `Problem` (the arguments of one `heuristics.select` call); many problems
-share one spec because M is a run-time argument, so callers dedupe with `specs_for`.
+Every section is optional but at least one must be there; keys this module does not read
+(notes, `max_m`) are ignored. Each entry becomes one `Problem` (the arguments of one
+`heuristics.select` call); many problems share one spec because M is a run-time argument, so
+callers dedupe with `specs_for`. Anything malformed (wrong types, dims outside 1..2**31-1, a
+manifest naming no problem, more than MAX_PROBLEMS problems or an M range of more than
+MAX_M_VALUES values) raises ManifestError, a ValueError whose message says where and how to
+fix it.
 """
 from __future__ import annotations
 
@@ -17,9 +21,14 @@ import json
 import math
 from pathlib import Path
 
-from dgemm.heuristics import KernelSpec, select
+from dgemm.kernels.spec import KernelSpec
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "shapes"
+SECTIONS = ("dense", "grouped_contiguous", "grouped_masked")
+MAX_DIM = 2**31 - 1             # M, N, K and group counts are 32-bit ints in the kernels
+MAX_M_VALUES = 100_000          # one --m-range, or the totals of one contiguous entry
+MAX_PROBLEMS = 1_000_000        # each costs one heuristics.select (~0.2 ms)
+_MAX_MANIFEST_BYTES = 16 << 20
 
 
 class ManifestError(ValueError):
@@ -50,35 +59,73 @@ def load_preset(name: str) -> dict:
 
 def load_manifest(path: str | Path) -> dict:
     try:
-        manifest = json.loads(Path(path).read_text())
+        with open(path, "rb") as handle:    # a pipe (`<(...)`) is fine; its size is bounded
+            raw = handle.read(_MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise ManifestError(f"cannot read manifest {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
+    if len(raw) > _MAX_MANIFEST_BYTES:
+        raise ManifestError(f"manifest {path} is larger than {_MAX_MANIFEST_BYTES >> 20} MiB; "
+                            f"a shape manifest is a few KiB")
+    try:
+        manifest = json.loads(raw)
+    except RecursionError:
+        raise ManifestError(f"manifest {path} is nested too deeply to be a shape "
+                            f"manifest") from None
+    except ValueError as exc:           # not JSON, or not UTF-8
         raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise ManifestError(f"manifest {path} must be a JSON object with 'dense', "
-                            f"'grouped_contiguous' and/or 'grouped_masked'; got "
-                            f"{type(manifest).__name__}")
+    check_sections(manifest, f"manifest {path}")
     return manifest
 
 
+def check_sections(manifest: object, where: str = "manifest") -> None:
+    """ManifestError unless `manifest` is an object with at least one known section, each of
+    the right JSON type (the entries inside are checked by `problems`)."""
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{where} must be a JSON object with {_sections()}; got a JSON "
+                            f"{_json_type(manifest)}")
+    present = [name for name in SECTIONS if name in manifest]
+    if not present:
+        raise ManifestError(f"{where} names no shapes: expected {_sections()}")
+    if "dense" in manifest and not isinstance(manifest["dense"], dict):
+        raise ManifestError(f'{where}: "dense" must be an object {{"m": [...], "nk": [[n, k], '
+                            f'...]}}; got a JSON {_json_type(manifest["dense"])}')
+    for name in present:
+        if name != "dense" and not isinstance(manifest[name], list):
+            raise ManifestError(f'{where}: "{name}" must be a list of objects; got a JSON '
+                                f'{_json_type(manifest[name])}')
+
+
 def parse_m_range(text: str) -> list[int]:
-    """'1-256,512,1024-8192:1024' -> sorted unique M values (ranges inclusive, step after ':')."""
-    values: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        try:
-            if "-" in part:
-                bounds, _, step = part.partition(":")
-                low, high = (int(v) for v in bounds.split("-"))
-                values.update(range(low, high + 1, int(step or 1)))
-            else:
-                values.add(int(part))
-        except ValueError as exc:
-            raise ManifestError(f"bad M range {part!r} in {text!r}: expected N, LOW-HIGH or "
-                                f"LOW-HIGH:STEP, e.g. '1-256,512,1024-8192:1024'") from exc
-    if not values or min(values) <= 0:
-        raise ManifestError(f"M range {text!r} must name at least one M and only M >= 1")
+    """'1-256,512,1024-8192:1024' -> sorted unique M values (ranges inclusive, step after ':'),
+    at most MAX_M_VALUES of them, each in 1..MAX_DIM."""
+    ranges = [_parse_m_part(part, text) for part in filter(None, (p.strip()
+                                                                   for p in text.split(",")))]
+    if sum(len(r) for r in ranges) > MAX_M_VALUES:
+        raise ManifestError(f"M range {_short(text)} names {sum(len(r) for r in ranges)} "
+                            f"values; at most {MAX_M_VALUES} (use a step, e.g. "
+                            f"'1024-1048576:1024')")
+    values = {m for r in ranges for m in r}
+    if not values or min(values) <= 0 or max(values) > MAX_DIM:
+        raise ManifestError(f"M range {_short(text)} must name at least one M and only "
+                            f"1 <= M <= {MAX_DIM}")
     return sorted(values)
+
+
+def _parse_m_part(part: str, text: str) -> range:
+    try:
+        if "-" not in part:
+            value = int(part)
+            return range(value, value + 1)
+        bounds, _, step = part.partition(":")
+        low, high = (int(v) for v in bounds.split("-"))
+        step = int(step or 1)
+        if step <= 0:
+            raise ValueError("step must be positive")
+        return range(low, high + 1, step)
+    except ValueError as exc:
+        raise ManifestError(f"bad M range {_short(part)} in {_short(text)}: expected N, "
+                            f"LOW-HIGH or LOW-HIGH:STEP, e.g. '1-256,512,1024-8192:1024'") \
+            from exc
 
 
 def problems(manifest: dict, extra_dense_m: list[int] = (),
@@ -86,12 +133,18 @@ def problems(manifest: dict, extra_dense_m: list[int] = (),
     """Every problem a manifest names. `extra_dense_m` adds M values to the dense shapes;
     `contiguous_spread` s adds every total M the contiguous layout takes when each group's rows
     vary in m_per_group * [1 - s, 1 + s] (see `contiguous_total_ms`)."""
+    check_sections(manifest)
     found: set[Problem] = set()
     dense = manifest.get("dense", {})
-    dense_m = set(_ints(dense.get("m", []), "dense.m")) | set(extra_dense_m)
-    for index, pair in enumerate(dense.get("nk", [])):
+    dense_m = set(_ints(dense.get("m", []), "dense.m")) | set(
+        _ints(list(extra_dense_m), "the extra M values"))
+    nk = dense.get("nk", [])
+    if not isinstance(nk, list):
+        raise ManifestError(f"manifest dense.nk must be a list of [n, k]; got {_short(nk)}")
+    _check_count(len(dense_m) * len(nk), "dense M values x nk pairs")
+    for index, pair in enumerate(nk):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise ManifestError(f"manifest dense.nk[{index}] must be [n, k]; got {pair!r}")
+            raise ManifestError(f"manifest dense.nk[{index}] must be [n, k]; got {_short(pair)}")
         n, k = _ints(pair, f"dense.nk[{index}]")
         found.update(Problem("fp8_gemm_nt", m, n, k) for m in dense_m)
     for index, entry in enumerate(manifest.get("grouped_contiguous", [])):
@@ -99,10 +152,15 @@ def problems(manifest: dict, extra_dense_m: list[int] = (),
         groups, m_per_group, n, k = _fields(entry, where, "groups", "m_per_group", "n", "k")
         found.update(Problem("m_grouped_fp8_gemm_nt_contiguous", m, n, k, groups)
                      for m in contiguous_total_ms(groups, m_per_group, contiguous_spread))
+        _check_count(len(found), "problems")
     for index, entry in enumerate(manifest.get("grouped_masked", [])):
         where = f"grouped_masked[{index}]"
         groups, expected_m, n, k = _fields(entry, where, "groups", "expected_m", "n", "k")
         found.add(Problem("m_grouped_fp8_gemm_nt_masked", expected_m, n, k, groups))
+    _check_count(len(found), "problems")
+    if not found:
+        raise ManifestError("manifest names no GEMM problem: dense needs M values (\"m\" or "
+                            "--m-range) and \"nk\" pairs; grouped sections need entries")
     return sorted(found)
 
 
@@ -111,12 +169,21 @@ def contiguous_total_ms(groups: int, m_per_group: int, spread: float) -> list[in
     to the 128-row alignment. The kernel choice depends on that total, so when the rows per
     group vary in m_per_group * [1 - spread, 1 + spread] every reachable total is listed
     (multiples of 128 between the extremes), plus the nominal groups * m_per_group."""
-    if not 0.0 <= spread < 1.0:
-        raise ManifestError(f"contiguous spread must be in [0, 1); got {spread!r}")
+    if not (isinstance(spread, (int, float)) and not isinstance(spread, bool)
+            and 0.0 <= spread < 1.0):
+        raise ManifestError(f"contiguous spread must be a number in [0, 1); got {_short(spread)}")
     align = 128
     lowest = groups * _align_up(math.ceil(m_per_group * (1 - spread)), align)
     highest = groups * _align_up(math.floor(m_per_group * (1 + spread)), align)
-    return sorted({groups * m_per_group, *range(lowest, highest + 1, align)})
+    if highest > MAX_DIM:
+        raise ManifestError(f"{groups} groups of up to {m_per_group} rows (spread {spread:g}) "
+                            f"reach a total M of {highest}; at most {MAX_DIM}")
+    totals = range(lowest, highest + 1, align)
+    if len(totals) > MAX_M_VALUES:
+        raise ManifestError(f"{groups} groups of {m_per_group} rows with spread {spread:g} "
+                            f"reach {len(totals)} total M values; at most {MAX_M_VALUES} "
+                            f"(lower --contiguous-spread)")
+    return sorted({groups * m_per_group, *totals})
 
 
 def _align_up(value: int, align: int) -> int:
@@ -126,6 +193,7 @@ def _align_up(value: int, align: int) -> int:
 def specs_for(problem_list: list[Problem], num_sms: int,
               arch: str) -> dict[KernelSpec, list[Problem]]:
     """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves."""
+    from dgemm.heuristics import select     # here: it imports torch, which `--help` must not
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:
         try:
@@ -140,13 +208,40 @@ def specs_for(problem_list: list[Problem], num_sms: int,
 def _fields(entry: object, where: str, *names: str) -> list[int]:
     if not isinstance(entry, dict) or any(name not in entry for name in names):
         raise ManifestError(f"manifest {where} must be an object with {', '.join(names)}; "
-                            f"got {entry!r}")
+                            f"got {_short(entry)}")
     return _ints([entry[name] for name in names], where)
 
 
 def _ints(values: object, where: str) -> list[int]:
     if not isinstance(values, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
-        raise ManifestError(f"manifest {where} must be a list of positive integers; "
-                            f"got {values!r}")
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM
+            for v in values):
+        raise ManifestError(f"manifest {where} must be a list of integers in 1..{MAX_DIM}; "
+                            f"got {_short(values)}")
     return values
+
+
+def _check_count(count: int, what: str) -> None:
+    if count > MAX_PROBLEMS:
+        raise ManifestError(f"manifest names {count} {what}; at most {MAX_PROBLEMS} (split it "
+                            f"or narrow --m-range)")
+
+
+def _sections() -> str:
+    return ", ".join(f'"{name}"' for name in SECTIONS[:-1]) + f' and/or "{SECTIONS[-1]}"'
+
+
+def _json_type(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _short(value: object) -> str:
+    """A value from a manifest or the command line in one short line (containers by type and
+    size only: their repr could be huge or nested too deeply to print)."""
+    if isinstance(value, (list, dict)) and (len(value) > 8 or any(
+            isinstance(item, (list, dict)) for item in
+            (value.values() if isinstance(value, dict) else value))):
+        return f"a JSON {_json_type(value)} of {len(value)} items"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

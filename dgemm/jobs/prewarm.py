@@ -5,21 +5,26 @@ From a shape manifest (or a packaged preset) the job enumerates the problems, ma
 this shard's share and hands each spec to `dgemm.jit.ensure_compiled` in a process pool. That
 call walks the tiers, so a spec already on local disk or in Redis counts as cached (a rerun
 resumes where the last one stopped) and a new one is published locally and, when
-DGEMM_REMOTE_CACHE is set, to Redis. Exit status: 0 when every spec is cached or compiled,
-1 when any failed, 2 for bad arguments or a bad manifest.
+DGEMM_REMOTE_CACHE is set, to Redis. The workers die with this process, even when it is
+SIGKILLed (Linux's parent-death signal, and a watchdog thread in each worker elsewhere), so an
+interrupted job leaves no compile processes behind. Exit status: 0 when every spec is cached
+or compiled, 1 when any failed, 2 for bad arguments or a bad manifest.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import ctypes
 import dataclasses
 import json
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 
-from dgemm.heuristics import KernelSpec
+from dgemm.kernels.spec import KernelSpec      # not dgemm.heuristics: that imports torch
 from dgemm.jobs import manifest as manifests
 from dgemm.progress import Progress
 
@@ -149,7 +154,9 @@ def compile_all(specs: list[KernelSpec], jobs: int, progress: Progress) -> list[
     # half-initialised CUDA state; it imports dgemm afresh and reads the same environment.
     context = multiprocessing.get_context("spawn")
     workers = min(jobs, len(specs))
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(prewarm_one, spec): spec for spec in specs}
         for future in concurrent.futures.as_completed(futures):
             try:
@@ -158,6 +165,35 @@ def compile_all(specs: list[KernelSpec], jobs: int, progress: Progress) -> list[
                 record(_outcome(futures[future], "failed", 0.0, 0.0,
                                 error=f"worker process failed: {type(exc).__name__}: {exc}"))
     return outcomes
+
+
+_PR_SET_PDEATHSIG = 1            # <linux/prctl.h>
+_PARENT_POLL_S = 0.5
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Pool worker initializer: end this worker when the job process `parent_pid` ends, however
+    it ends. A worker holds hundreds of MB; a SIGKILLed job must not leave it waiting forever
+    for work. On Linux the kernel sends SIGKILL when the parent goes (PR_SET_PDEATHSIG); a
+    daemon thread that sees this process re-parented covers other systems and a failed prctl.
+    (The signal follows the *thread* that started the worker: `compile_all` starts, uses and
+    joins the pool in one thread, so it outlives every worker.)"""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass                    # the watchdog below still covers it
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
+                     name="dgemm-prewarm-parent-watch").start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_PARENT_POLL_S)
+    os._exit(1)
 
 
 def prewarm_one(spec: KernelSpec) -> dict:

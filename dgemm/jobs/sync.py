@@ -26,7 +26,6 @@ import time
 from typing import Callable, Optional
 
 from cache_service.errors import RemoteUnavailable
-from cache_service.notifications import Subscription
 from dgemm.jit.remote import RemoteTier
 from dgemm.jit.tiers import DiskTier
 
@@ -102,9 +101,17 @@ def pull(tier: RemoteTier, disk: DiskTier, match: Match = Match(),
 
 
 def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Match) -> Transfer:
-    if not match(meta):
+    """Download one listed entry. Keys and meta come from Redis unverified: a key that is not
+    a cache key (it would become a file name) fails this entry, a meta that is not an object
+    counts as empty."""
+    if not match(meta if isinstance(meta, dict) else {}):
         return Transfer(skipped=1)
-    if disk.entry_path(key).exists():
+    try:
+        path = disk.entry_path(key)
+    except ValueError:
+        logger.warning("dgemm sync: remote key %.80r is not a cache key; skipped", key)
+        return Transfer(failed=1)
+    if path.exists():
         return Transfer(present=1)
     entry = tier.download(key)         # verified; a refused blob is deleted remotely
     if entry is None:
@@ -148,6 +155,8 @@ class SyncAgent:
         return self.totals
 
     def _follow(self) -> None:
+        # Imported here: it imports redis, which `dgemm-cache --help` should not wait for.
+        from cache_service.notifications import Subscription
         cache = self.tier.cache
         ns = cache.namespace
         with Subscription(cache.client, patterns=(ns.all_channels,)) as notifications:
@@ -188,7 +197,10 @@ class _Stopped(Exception):
 
 
 def _json_or_empty(raw) -> dict:
+    """A meta hash value as a dict; {} for anything malformed (not JSON, nested too deeply,
+    not an object)."""
     try:
-        return json.loads(raw) if raw else {}
-    except ValueError:
+        value = json.loads(raw) if raw else {}
+    except (ValueError, TypeError, RecursionError):
         return {}
+    return value if isinstance(value, dict) else {}
