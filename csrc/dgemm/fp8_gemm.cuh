@@ -163,10 +163,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "the output tile heads shared memory; all of it fits one sm_90 CTA");
 
     // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, two
-    // split its K blocks (even / odd) and add their partial sums at the end. NOTES: one
+    // split its K blocks (those of the even / odd stages) and add their partial sums at the end. NOTES: one
     // warpgroup's issue -> wait -> promote chain costs ~450 clk per K block however small the
     // tile; two independent chains halve that on the latency-bound small-M shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
+    static_assert(not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
+                  "split-K tiles give each math warpgroup half of the stages: an even count");
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
 
     // ---- Pipeline ring --------------------------------------------------------------------
@@ -407,8 +409,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 idle = not __any_sync(0xffffffff, any);
             }
 
-            // Split-K tiles: warpgroup w takes the K blocks of parity w.
-            auto owns = [&](uint32_t k_block) { return not kSplitK or k_block % 2 == math_wg; };
+            // Split-K tiles: warpgroup w takes the ring's stages of parity w (whatever K block
+            // they hold), so each warpgroup waits on every phase of its own stages and on no
+            // other. NOTES: owned by K-block parity, a stage changed hands between laps whenever
+            // the stage count or the K blocks per tile were odd; a warpgroup then waited on a
+            // stage two fills after the one it saw last, the parity wait passed one phase early,
+            // and the kernel ended in "unspecified launch failure" (bench/NOTES.md v23).
+            auto owns = [&](uint32_t stage) { return not kSplitK or stage % 2 == math_wg; };
 
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
             // final += acc * scale_a(row) * scale_b(column block).
@@ -484,7 +491,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     const uint32_t sa_addr = opaque(scales_a_addr);
                     #pragma unroll
                     for (uint32_t s = 0; s < kNumStages; ++s)
-                        if (owns(k0 + lap * kNumStages + s))
+                        if (owns(s))
                             slot(s, k0 + lap * kNumStages + s, sa_addr);
                 }
             };
@@ -503,7 +510,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         const uint32_t sa_addr = opaque(scales_a_addr);
                         #pragma unroll
                         for (uint32_t s = 0; s < kNumStages; ++s)
-                            if (s >= lo and s < hi and owns(k0 + s))
+                            if (s >= lo and s < hi and owns(s))
                                 slot(s, k0 + s, sa_addr);
                         if (hi == kNumStages)
                             phase ^= 1;
