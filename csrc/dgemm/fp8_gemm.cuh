@@ -36,6 +36,15 @@ __host__ __device__ constexpr bool fp8_gemm_tma_store(uint32_t shape_n, uint32_t
     return shape_n % 8 == 0 and block_n % 64 == 0;
 }
 
+// Rows of A that one TMA box loads (Python builds the descriptor with the same number). A plain
+// GEMM whose M is below one tile loads only its M rows: the rest of each A stage keeps stale
+// bytes, whose output rows are never stored, instead of TMA zero fill, which every SM of the
+// run pays for (NOTES: bench/NOTES.md v24). Clusters sharing A slice the box: whole tiles.
+__host__ __device__ constexpr uint32_t fp8_gemm_a_box_rows(bool plain, bool multicast_on_a,
+                                                           uint32_t shape_m, uint32_t block_m) {
+    return plain and not multicast_on_a and shape_m < block_m ? shape_m : block_m;
+}
+
 // Tiles that divide 128 columns always sit inside one B-scale block.
 __host__ __device__ constexpr bool fp8_gemm_uniform_scale_b(uint32_t block_n) {
     return 128 % block_n == 0;
@@ -279,6 +288,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // the intrinsic smem_addr, bench/NOTES.md v21).
         if (warp_idx == 0 and elect_one_sync()) {
             uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
+            // Bytes each stage receives: A may load fewer rows than the tile has.
+            const uint32_t a_box_rows = fp8_gemm_a_box_rows(
+                kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
+                shape_m, BLOCK_M);
+            const uint32_t stage_bytes = kStageBytes - (BLOCK_M - a_box_rows) * BLOCK_K;
             while (scheduler.next(m_block, n_block, group)) {
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
@@ -291,7 +305,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 auto produce = [&](uint32_t s, uint32_t k_block) {
                     empty_barriers[s].wait(phase ^ 1);
                     MBarrier* full = full_barriers + s;
-                    full->arrive_expect_tx(kStageBytes);
+                    full->arrive_expect_tx(stage_bytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
                     // The shared operand: this CTA's slice, multicast to every CTA of the
                     // cluster (the whole tile, locally, without multicast).

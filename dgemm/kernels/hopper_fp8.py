@@ -260,8 +260,8 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # past a group's end are in bounds). NOTES: at M = 16 the one-wave 64x16 tiles of
         # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
         # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block (v22).
-        if gemm_type != "normal" or m % block_m == 0:
-            return 0.0
+        if gemm_type != "normal" or m % block_m == 0 or m < block_m:
+            return 0.0                 # (M below one tile: only its rows are loaded, v24)
         return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
@@ -375,10 +375,20 @@ def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
     return tile_rows // spec.num_tma_multicast if shared else tile_rows
 
 
+def a_box_rows(spec: KernelSpec, m: int) -> int:
+    """Rows of A one TMA box loads for an M-row call; header: `fp8_gemm_a_box_rows`, which
+    sets the bytes each stage expects from it. A plain GEMM with M below one tile loads only
+    its M rows (no TMA zero fill: bench/NOTES.md v24); clusters sharing A load slices."""
+    shared_a = spec.num_tma_multicast > 1 and spec.multicast_on_a
+    if spec.gemm_type == "normal" and not shared_a and m < spec.block_m:
+        return m
+    return _box_rows(spec, spec.block_m, spec.multicast_on_a)
+
+
 def _tma_a(a: torch.Tensor, spec: KernelSpec):
     """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
     rows = a.numel() // spec.k
-    box = _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    box = a_box_rows(spec, rows)
     return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
                      _SWIZZLE_128B)
 
