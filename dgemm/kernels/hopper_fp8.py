@@ -250,18 +250,21 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n),
+        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n, multicast),
                 -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
-    def zero_fill_cycles(block_m, block_n):
+    def zero_fill_cycles(block_m, block_n, multicast):
+        on_a = shares_a(block_m, block_n)
         # Rows of the last m-block past M reach the SMs as TMA zero fill, and fill slows every
         # SM in the run, not only the tile's own (a shared cost, so it is not per wave): more
         # tiles in that m-block cost more. Only the plain layout has such rows (grouped rows
         # past a group's end are in bounds). NOTES: at M = 16 the one-wave 64x16 tiles of
         # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
         # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block (v22).
-        if gemm_type != "normal" or m % block_m == 0 or m < block_m:
-            return 0.0                 # (M below one tile: only its rows are loaded, v24)
+        # Since v24 the last m-block of a plain GEMM loads only its real rows, except in
+        # clusters sharing A (whole-tile slices).
+        if gemm_type != "normal" or m % block_m == 0 or not (multicast > 1 and on_a):
+            return 0.0
         return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
@@ -346,10 +349,10 @@ def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: i
 # ------------------------------------------------------------------------------------------
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
-# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_a_tail, tma_b, tma_scales_a,
+#                 tma_d)
 ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                         TmaDescriptor, TmaDescriptor, TmaDescriptor,
-                         TmaDescriptor)
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 _descriptors = state.table("hopper_fp8.tma_descriptors")
 _MAX_CACHED_DESCRIPTORS = 4096
@@ -375,20 +378,22 @@ def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
     return tile_rows // spec.num_tma_multicast if shared else tile_rows
 
 
-def a_box_rows(spec: KernelSpec, m: int) -> int:
-    """Rows of A one TMA box loads for an M-row call; header: `fp8_gemm_a_box_rows`, which
-    sets the bytes each stage expects from it. A plain GEMM with M below one tile loads only
-    its M rows (no TMA zero fill: bench/NOTES.md v24); clusters sharing A load slices."""
+def a_tail_rows(spec: KernelSpec, m: int) -> int:
+    """Rows of A the last m-block of an M-row call loads (the `tma_a_tail` box); header:
+    `fp8_gemm_a_tail_rows`, which sets the bytes its stages expect. A plain GEMM whose M is
+    not a multiple of the tile height loads only the M % block_m real rows there (no TMA zero
+    fill: bench/NOTES.md v24); clusters sharing A load slices of whole tiles."""
     shared_a = spec.num_tma_multicast > 1 and spec.multicast_on_a
-    if spec.gemm_type == "normal" and not shared_a and m < spec.block_m:
-        return m
-    return _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    if spec.gemm_type == "normal" and not shared_a and m % spec.block_m:
+        return m % spec.block_m
+    return spec.block_m
 
 
-def _tma_a(a: torch.Tensor, spec: KernelSpec):
-    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+def _tma_a(a: torch.Tensor, spec: KernelSpec, box_rows: int = 0):
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes of
+    a tile's rows (or `box_rows`)."""
     rows = a.numel() // spec.k
-    box = a_box_rows(spec, rows)
+    box = box_rows or _box_rows(spec, spec.block_m, spec.multicast_on_a)
     return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
                      _SWIZZLE_128B)
 
@@ -446,8 +451,11 @@ def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
     tma_a = _tma_a(a, spec)
+    # The last m-block's A (M % block_m rows); the whole-tile map where there is no tail.
+    tail_rows = a_tail_rows(spec, shape_m)
+    tma_a_tail = tma_a if tail_rows == spec.block_m else _tma_a(a, spec, tail_rows)
     # Kernels that do not store through TMA ignore their last descriptor.
     tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
     args = ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
-                     tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
+                     tma_a, tma_a_tail, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
     kernel.launch((grid_size(spec, shape_m), 1, 1), args)
