@@ -23,9 +23,9 @@ def driver():
 
 
 def dense_params(launch):
-    d_ptr, sb_ptr, layout, shape_m, tma_a, tma_b, tma_sa, tma_d = launch.params
-    return dict(d=d_ptr, sb=sb_ptr, layout=layout, m=shape_m, tma_a=tma_a, tma_b=tma_b,
-                tma_sa=tma_sa, tma_d=tma_d)
+    d_ptr, sb_ptr, layout, shape_m, tma_a, tma_a_tail, tma_b, tma_sa, tma_d = launch.params
+    return dict(d=d_ptr, sb=sb_ptr, layout=layout, m=shape_m, tma_a=tma_a,
+                tma_a_tail=tma_a_tail, tma_b=tma_b, tma_sa=tma_sa, tma_d=tma_d)
 
 
 def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
@@ -33,10 +33,13 @@ def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
     assert p["d"] == d.data_ptr() and p["sb"] == b[1].data_ptr() and p["layout"] in (0, None)
     assert p["m"] == m
     assert p["tma_a"]["address"] == a[0].data_ptr() and p["tma_a"]["dims"] == (k, m)
+    spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=132)
+    assert p["tma_a_tail"]["address"] == a[0].data_ptr()
+    tail = hopper_fp8.a_tail_rows(spec, m)
+    assert p["tma_a_tail"]["box"][1] == (p["tma_a"]["box"][1] if tail == spec.block_m else tail)
     assert p["tma_b"]["address"] == b[0].data_ptr() and p["tma_b"]["dims"] == (k, n)
     assert p["tma_sa"]["address"] == (sa_ptr or a[1].data_ptr())
     assert p["tma_sa"]["dims"] == (m, k // 128)
-    spec = dgemm.heuristics.select("fp8_gemm_nt", m, n, k, num_sms=132)
     assert launch.grid == (hopper_fp8.grid_size(spec, m), 1, 1)
     if hopper_fp8.uses_tma_store(spec):
         assert p["tma_d"]["address"] == d.data_ptr() and p["tma_d"]["dims"] == (n, m)
@@ -218,7 +221,7 @@ def test_masked_expected_m_is_part_of_the_signature(driver):
     masked_m = torch.full((g,), M, dtype=torch.int32)
     dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 64)
     assert driver.launches[-1].params[2] == masked_m.data_ptr()
-    sa = driver.launches[-1].params[6]
+    sa = driver.launches[-1].params[7]
     assert sa["dims"] == (M, g * K // 128)
     with pytest.raises(ValueError, match=r"expected_m must be a positive int"):
         dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 0)
