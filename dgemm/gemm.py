@@ -113,14 +113,27 @@ def _device_arch(device_index: int) -> str:
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
             a, sa, b, sb, d, layout) -> None:
     arch = _device_arch(device.index)
+    spec = choose_spec(kind, m, n, k, num_groups, utils.get_num_sms_for(device.index), arch,
+                       device.index)
+    kernel = loader.get_kernel(spec, device.index, env.build_fingerprint())
+    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
+
+
+def choose_spec(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: int, arch: str,
+                device_index=None) -> "kernels.KernelSpec":
+    """The kernel one call runs: the heuristic's (`heuristics.select`; the portable family
+    with DGEMM_FORCE_PORTABLE), or with DGEMM_AUTOTUNE on, its shape class's shared decision
+    (`dgemm.autotune`). Pure Python unless a class must be timed."""
     # The portable kernel as an oracle on Hopper, if asked for; else the device's own family.
     forced = env.launch_value("DGEMM_FORCE_PORTABLE") is not None and env.get_bool(
         "DGEMM_FORCE_PORTABLE")
-    spec = heuristics.select(kind, m, n, k, num_groups,
-                             num_sms=utils.get_num_sms_for(device.index), arch=arch,
+    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=num_sms, arch=arch,
                              family=portable_fp8.NAME if forced else None)
-    kernel = loader.get_kernel(spec, device.index, env.build_fingerprint())
-    kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
+    if env.autotune_on_launch():
+        from . import autotune
+        spec = autotune.spec_for_call(kind, m, n, k, num_groups, num_sms, arch, spec,
+                                      device_index)
+    return spec
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
