@@ -330,3 +330,43 @@ def test_a_waiter_past_the_wait_bound_uses_the_heuristic(tmp_path):
     assert waiter["stats"]["autotune_fallbacks"] == 1
     assert waiter["stats"]["autotune_timings"] == 0
     assert _finish(holder)["spec"] != waiter["heuristic"]
+
+
+# --- jobs ---------------------------------------------------------------------------------------------
+def test_prewarm_with_autotuning_adds_the_kernels_of_published_decisions(autotune_on):
+    decided, heuristic = choose(CountingTimer())
+    forget_process_state()
+    problems = [manifests.Problem(*CALL)]
+    assert manifests.decided_specs_for(problems, 132, "sm_90a") == {decided: problems}
+    assert decided not in manifests.specs_for(problems, 132, "sm_90a")
+
+
+def test_prewarm_finds_no_decision_where_none_was_published(autotune_on):
+    assert manifests.decided_specs_for([manifests.Problem(*CALL)], 132, "sm_90a") == {}
+    assert dgemm.jit.stats()["autotune_timings"] == 0
+
+
+def _cli(*args, extra_env=None) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="",
+                       **(extra_env or {}))
+    return subprocess.run([sys.executable, "-m", "dgemm.cli", *args], cwd=REPO,
+                          env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_tune_without_a_gpu_says_so_and_exits_4():
+    result = _cli("tune", "--preset", "deepseek_v3")
+    assert result.returncode == 4 and "no CUDA GPU" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args,extra_env", [
+    (("tune",), None),
+    (("tune", "--preset", "deepseek_v3", "--m-range", "0-x"), None),
+    (("tune", "--manifest", "/nonexistent.json"), None),
+    (("tune", "--preset", "deepseek_v3"), {"DGEMM_AUTOTUNE_TOP_K": "99"}),
+    (("tune", "--preset", "deepseek_v3"), {"DGEMM_DISABLE_JIT": "1"}),
+])
+def test_tune_with_bad_input_exits_2(args, extra_env):
+    result = _cli(*args, extra_env=extra_env)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr

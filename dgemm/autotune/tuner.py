@@ -4,6 +4,8 @@
         the launch path's hook (dgemm.gemm): one dict lookup once the call's class is known
     tune_class(cls, ...) -> Tuned
         resolve one class now (the `dgemm-cache tune` job, benchmarks)
+    published_spec(cls) -> KernelSpec | None
+        the class's decision if one was published (prewarm), never timing
 
 The first time a shape class (`classes.ShapeClass`) is seen, the cost model's best
 DGEMM_AUTOTUNE_TOP_K candidates are timed on the GPU (`timing.time_candidates`) and the
@@ -91,6 +93,17 @@ def tune_class(cls: ShapeClass, device_index: Optional[int] = None, *,
                timer: Optional[Timer] = None) -> Tuned:
     """Resolve `cls` now: find its decision in a tier or time it (once in the cluster)."""
     return _resolve(cls, device_index, timer, capturing=False)
+
+
+def published_spec(cls: ShapeClass) -> Optional[KernelSpec]:
+    """The kernel `cls`'s published decision names (memory, disk or Redis), or None when
+    there is none (or it is refused); never times or waits."""
+    candidate_specs = classes.candidates(cls, env.autotune_top_k())
+    key = decision_key(cls, candidate_specs)
+    if key is None:
+        return None
+    resolution = decisions.fetch(key)
+    return _chosen_spec(resolution.payload, candidate_specs) if resolution.found else None
 
 
 # ------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the kernel it timed fastest for a class of problems; this module knows nothing o
 
     decision_key(fields) -> key          sha256 of a canonical JSON of what the decision is about
     lookup(key, settings) -> Resolution  memory and disk only (e.g. during CUDA-graph capture)
+    fetch(key, settings) -> Resolution   memory, disk, then Redis; never decides (prewarm)
     resolve(key, decide, settings, wait_s) -> Resolution
                                          memory -> disk -> [node lock, disk again] -> remote
                                          single flight -> decide() -> publish
@@ -122,6 +123,22 @@ def lookup(key: str, settings: Optional[Settings] = None) -> Resolution:
     settings = settings or Settings.from_env()
     found = _local(key, settings)
     return found or _none(key, _refused.get(key, "no decision in memory or on disk"))
+
+
+def fetch(key: str, settings: Optional[Settings] = None) -> Resolution:
+    """The decision for `key` from memory, local disk or Redis, without deciding or waiting
+    for anyone (a job that only needs to know what was decided)."""
+    settings = settings or Settings.from_env()
+    found = _local(key, settings)
+    if found is not None:
+        return found
+    cache = remote_cache(settings, 0.0)
+    decision = cache.get(key) if cache is not None else None
+    if decision is None:
+        return _none(key, _refused.get(key, "no decision has been published"))
+    _publish_quietly(disk_tier(settings), decision)
+    _memory.put(decision)
+    return Resolution(key, REMOTE, decision.fields)
 
 
 def resolve(key: str, decide: Callable[[], dict], settings: Optional[Settings] = None,
