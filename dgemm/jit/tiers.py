@@ -83,13 +83,13 @@ class DiskTier:
     belong to this user and be writable by nobody else before anything in it is read or
     written (see the module docstring).
 
-    `unpack(blob, key, secret)` is the verification of what it reads: kernel entries by
-    default; the decisions tier (`dgemm.jit.decisions`) passes `entry.unpack_decision`, under
+    `unpack(blob, key, secret)` is the verification of what it reads: kernel entries
+    (`entry.unpack`) when None; the decisions tier (`dgemm.jit.decisions`) passes `entry.unpack_decision`, under
     a root of its own, so neither kind is ever read as the other.
     """
 
     def __init__(self, root: Path, secret: Optional[bytes] = None,
-                 unpack=entry_format.unpack):
+                 unpack=None):
         self.root = Path(root)
         self.secret = secret
         self._unpack = unpack
@@ -169,7 +169,7 @@ class DiskTier:
             self.remove(key)
             return None
         try:
-            entry = self._unpack(blob, key, self.secret)
+            entry = (self._unpack or entry_format.unpack)(blob, key, self.secret)
         except EntryError as error:
             self._report(path, f"is invalid ({error}); deleting it so it is rebuilt")
             self.remove(key)

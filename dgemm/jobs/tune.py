@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from dgemm.jobs import manifest as manifests
-from dgemm.jobs.prewarm import _m_range, _positive_int
+from dgemm.jobs.prewarm import _m_range, _positive_int, default_jobs
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 4
@@ -49,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-sms", type=_positive_int, default=None, metavar="N",
                         help="SM count the workload's ranks run with (default: the device's; "
                              "set it when they call dgemm.set_num_sms)")
+    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                        help="parallel processes compiling the candidates before they are "
+                             "timed (default: the CPUs this process may use)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -81,19 +85,23 @@ def run(args: argparse.Namespace) -> int:
     wanted = sorted({shape_class(p.kind, p.m, p.n, p.k, p.num_groups, num_sms, arch)
                      for p in problem_list})
     started = time.monotonic()
+    published = _published(wanted)
+    _compile_candidates([cls for cls in wanted if cls not in published],
+                        args.jobs or default_jobs(os.environ), not args.no_progress)
     progress = Progress("tune", len(wanted), enabled=not args.no_progress)
     rows = []
     tally = {"timed": 0, "cached": 0, "downloaded": 0, "single": 0, "failed": 0}
     for cls in wanted:
-        tuned = tune_class(cls, args.device)
-        row = _row(tuned)
+        row = _row(tune_class(cls, args.device), published.get(cls))
         tally[row["status"]] += 1
         rows.append(row)
         progress.advance(" ".join(f"{name} {n}" for name, n in tally.items()))
     progress.close()
+    import dgemm.jit
     report = {"source": source, "arch": arch, "num_sms": num_sms, "device": args.device,
               "problems": len(problem_list), "classes": len(wanted), **tally,
-              "wall_seconds": round(time.monotonic() - started, 3), "decisions": rows}
+              "wall_seconds": round(time.monotonic() - started, 3),
+              "stats": dgemm.jit.stats(), "decisions": rows}
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return EXIT_FAILED if tally["failed"] else EXIT_OK
 
@@ -120,7 +128,35 @@ def _gpu(index: int):
     return arch, utils.get_num_sms_for(index)
 
 
-def _row(tuned) -> dict:
+def _published(wanted: list) -> dict:
+    """{class: where its decision was found} for the classes that have one already (local
+    disk or Redis), found before anything is compiled or timed."""
+    from dgemm.autotune import tuner
+    from dgemm.jit import decisions
+    found = {}
+    for cls in wanted:
+        key = tuner.decision_key(cls)
+        if key is not None:
+            resolution = decisions.fetch(key)
+            if resolution.found:
+                found[cls] = resolution.source
+    return found
+
+
+def _compile_candidates(pending: list, jobs: int, show_progress: bool) -> None:
+    """Compile the candidates of the classes still to be timed in parallel processes
+    (prewarm's pool), so timing finds them in the cache instead of compiling one by one."""
+    from dgemm.autotune import classes
+    from dgemm.jit import env
+    from dgemm.jobs.prewarm import compile_all
+    specs = list(dict.fromkeys(spec for cls in pending
+                               for spec in classes.candidates(cls, env.autotune_top_k())))
+    progress = Progress("compile", len(specs), enabled=show_progress)
+    compile_all(specs, jobs, progress)     # a failure shows again, per class, when timing
+    progress.close()
+
+
+def _row(tuned, found_before=None) -> dict:
     payload = tuned.payload or {}
     timings = payload.get("timings") if isinstance(payload.get("timings"), list) else []
     if tuned.key is None:
@@ -128,7 +164,7 @@ def _row(tuned) -> dict:
     elif tuned.spec is None:
         status = "failed"
     else:
-        status = _STATUS.get(tuned.source, tuned.source)
+        status = _STATUS.get(found_before or tuned.source, tuned.source)
     return {"class": tuned.shape_class.describe(), "key": tuned.key, "status": status,
             "heuristic": _tile(tuned.heuristic),
             "chosen": _tile(tuned.spec) if tuned.spec is not None else None,
