@@ -193,10 +193,10 @@ def format_report(report: dict) -> str:
              f"timed {report['timed']}, cached {report['cached']}, downloaded "
              f"{report['downloaded']}, one candidate {report['single']}, failed "
              f"{report['failed']}  ({report['wall_seconds']:.1f} s)", "",
-             f"  {'status':<10} {'heuristic':>10} {'chosen':>10} {'speedup':>7}  class"]
+             f"  {'status':<10} {'heuristic':>12} {'chosen':>12} {'speedup':>7}  class"]
     for row in report["decisions"]:
         speedup = f"{row['speedup']:.3f}" if row["speedup"] else "-"
-        lines.append(f"  {row['status']:<10} {row['heuristic']:>10} {row['chosen'] or '-':>10} "
+        lines.append(f"  {row['status']:<10} {row['heuristic']:>12} {row['chosen'] or '-':>12} "
                      f"{speedup:>7}  {row['class']}")
         if row["reason"] and row["status"] == "failed":
             lines.append(f"      {row['reason']}")
