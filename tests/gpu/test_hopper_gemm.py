@@ -231,3 +231,38 @@ def test_forced_cluster_sharing_a_grouped(block_m, block_n):
     with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2):
         dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)
+
+
+# ---- Refused tiles (bench/NOTES.md v23) --------------------------------------------------------
+# Before the refusal, the heuristic picked 64-row tiles wider than 128 columns for these calls
+# (64x144 for 4x36864x7168, 64x192 for masked 32 x ~64 rows of 4096x7168), and runs of them
+# ended in "unspecified launch failure" within ~250 calls timed under torch.profiler.
+def test_small_m_wide_n_picks_survive_many_profiled_calls():
+    dense = random_dense(4, 36864, 7168)
+    d = poisoned(4, 36864)
+    masked = random_masked([int(64 * w) for w in torch.empty(32).uniform_(0.7, 1.3)], 128,
+                           4096, 7168)
+    dm = poisoned(32, 128, 4096)
+    for kind, m, n, k, groups in (("fp8_gemm_nt", 4, 36864, 7168, 1),
+                                  ("m_grouped_fp8_gemm_nt_masked", 64, 4096, 7168, 32)):
+        spec = heuristics.select(kind, m, n, k, groups, num_sms=dgemm.get_num_sms())
+        assert not (spec.block_m == 64 and spec.block_n > 128), spec
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        for _ in range(150):
+            flush.zero_()
+            dgemm.fp8_gemm_nt(dense.a, dense.b, d)
+            flush.zero_()
+            dgemm.m_grouped_fp8_gemm_nt_masked(masked.a, masked.b, dm, masked.masked_m, 64)
+        torch.cuda.synchronize()
+    assert unwritten_count(d) == 0 and dgemm.calc_diff(d, dense.ref) < DIFF_BAR
+    check_masked(masked, dm)
+
+
+@pytest.mark.parametrize("block_n", [144, 160, 192])
+def test_refused_wide_64_row_tiles_raise_before_any_launch(block_n):
+    case = random_dense(4, 4096, 512)
+    d = poisoned(4, 4096)
+    with pytest.raises(ValueError, match="refused"):
+        with heuristics.forced_tile(64, block_n):
+            dgemm.fp8_gemm_nt(case.a, case.b, d)
