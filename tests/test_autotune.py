@@ -159,6 +159,12 @@ def test_the_fastest_candidate_is_chosen_and_published_to_disk(autotune_on, fres
     assert dgemm.jit.stats()["autotune_timings"] == 1
 
 
+def test_a_candidate_within_timing_noise_of_the_heuristic_does_not_replace_it(autotune_on):
+    chosen, heuristic = choose(lambda specs, cls, device: [1.0] + [0.995] * (len(specs) - 1))
+    assert chosen == heuristic
+    assert dgemm.jit.stats()["autotune_timings"] == 1     # a decision all the same
+
+
 def test_every_m_of_a_bucket_shares_one_decision(autotune_on):
     timer = CountingTimer()
     first, _ = choose(timer, call=("fp8_gemm_nt", 97, 4096, 7168, 1))

@@ -7,12 +7,13 @@ serves every M and a decision per M would never be reused: M is rounded up to th
 so the M of one class differ by at most 1.5x (2x below 4), and a workload's classes are
 about two per octave of M. The edge is also the M the class is timed at (`representative`).
 For the grouped kinds M is the contiguous layout's total rows (timed with the rows spread over
-the groups in 128-row blocks) and the masked layout's expected_m (timed with masked_m spread
-over 0.75..1.25 x the edge, as the cost model scores it).
+the groups in 128-row blocks) and the masked layout's expected_m (timed at three row counts,
+0.75, 1 and 1.25 x the edge, each spread over 0.75..1.25 of itself across the groups, as the
+cost model scores it; a candidate's three times are summed).
 
 The decision key adds what makes a decision right or stale (`decision_fields`): the cost
 model's candidates for the class (so a change of the model or of DGEMM_AUTOTUNE_TOP_K retunes),
-the digest of the csrc/ tree, and the compiler's identity and flags.
+the digest of the csrc/ tree, the compiler's identity and flags, and TIMING_METHOD.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ import json
 from .. import heuristics
 from ..utils import align
 
+# Bump when the way candidates are timed or chosen changes (autotune/timing.py, tuner.py), so
+# decisions made the old way are not reused.
+TIMING_METHOD = 2
 _CONTIGUOUS_BLOCK = 128            # rows of each group of the contiguous layout are padded to this
 
 
@@ -71,16 +75,23 @@ def contiguous_rows(cls: ShapeClass) -> list:
     return [(base + (g < extra)) * _CONTIGUOUS_BLOCK for g in range(cls.num_groups)]
 
 
-def masked_rows(cls: ShapeClass) -> list:
-    """masked_m of each group in the representative masked problem: 0.75..1.25 x the edge."""
-    edge, groups = cls.m_bucket, cls.num_groups
+# The masked layout's expected_m is a hint: the real rows per group vary around it (and with
+# them the wave count of every tile), so a masked class is timed at three row counts, as the
+# cost model scores it, and each candidate's times are summed.
+MASKED_SCALES = (0.75, 1.0, 1.25)
+
+
+def masked_rows(cls: ShapeClass, scale: float = 1.0) -> list:
+    """masked_m of each group in one representative masked problem: `scale` x the edge,
+    spread over 0.75..1.25 of that across the groups."""
+    edge, groups = cls.m_bucket * scale, cls.num_groups
     if groups == 1:
-        return [edge]
+        return [max(1, round(edge))]
     return [max(1, round(edge * (0.75 + 0.5 * g / (groups - 1)))) for g in range(groups)]
 
 
 def masked_max_m(cls: ShapeClass) -> int:
-    return align(max(masked_rows(cls)), 64)
+    return align(max(max(masked_rows(cls, scale)) for scale in MASKED_SCALES), 64)
 
 
 def candidates(cls: ShapeClass, top_k: int) -> list:
@@ -92,11 +103,12 @@ def candidates(cls: ShapeClass, top_k: int) -> list:
 def decision_fields(cls: ShapeClass, candidate_specs: list, csrc_digest: str,
                     compiler_identity: str, compiler_flags: tuple) -> dict:
     """What a decision for `cls` is keyed on (`dgemm.jit.decisions.decision_key`)."""
-    return {"what": "dgemm.autotune kernel choice", "class": dataclasses.asdict(cls),
+    return {"what": "dgemm.autotune kernel choice", "method": TIMING_METHOD,
+            "class": dataclasses.asdict(cls),
             "candidates": [json.loads(spec.to_json()) for spec in candidate_specs],
             "csrc": csrc_digest, "compiler": compiler_identity,
             "flags": list(compiler_flags)}
 
 
 __all__ = ["ShapeClass", "m_bucket", "shape_class", "representative_m", "contiguous_rows",
-           "masked_rows", "masked_max_m", "candidates", "decision_fields"]
+           "masked_rows", "masked_max_m", "MASKED_SCALES", "TIMING_METHOD", "candidates", "decision_fields"]

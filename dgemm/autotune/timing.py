@@ -1,15 +1,20 @@
 """The GPU timer of the autotuner: time candidate kernels of one shape class on synthetic inputs
 of the class's representative size.
 
-    time_candidates(specs, cls, device_index, repeats=5) -> [seconds per spec]
+    time_candidates(specs, cls, device_index, repeats=7) -> [seconds per spec]
 
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
 warm up, then timed `repeats` times in interleaved rounds (candidate 1, 2, ..., 1, 2, ...) so a
 clock change touches them all alike. Each timed launch follows a write of twice the L2 size,
 so no candidate reads operands another left in L2, and is bracketed by CUDA events on the
-current stream; one synchronize at the end reads them all. The median is kept. A candidate
-that cannot be loaded (compile error, a kernel missing under DGEMM_DISABLE_JIT) gets `inf`.
+current stream. Each round starts with a spin kernel long enough for the host to enqueue the
+whole round behind it: otherwise the GPU would wait for each launch (tens of microseconds of
+Python) between the start event and the kernel, and small kernels would be timed as host
+overhead. One synchronize at the end reads every event; a candidate's time is the median over
+rounds (for the masked layout, summed over its three row counts: `classes.MASKED_SCALES`). A
+candidate that cannot be loaded (compile error, a kernel missing under DGEMM_DISABLE_JIT) gets
+`inf`.
 
 Inputs are random FP8 with positive scales from a fixed seed, in the layouts the launchers take
 (docs/architecture.md, "Launch contract"). Allocating them may fail on a busy GPU: the caller
@@ -30,9 +35,12 @@ from .classes import ShapeClass
 
 _SEED = 20261123
 _DEFAULT_L2_BYTES = 50 << 20        # H100/H200: 50 MiB, when the device does not say
+# Spin per launch queued behind it: ~100 us at 1.98 GHz covers the host's flush, two event
+# records and one launch through Python.
+_SPIN_CYCLES_PER_LAUNCH = 200_000
 
 
-def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 5) -> list:
+def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 7) -> list:
     """Median seconds of each spec on the class's representative problem (inf: not runnable)."""
     if device_index is None:
         device_index = torch.cuda.current_device()
@@ -47,28 +55,32 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
                            error)
             loaded.append(None)
     with torch.cuda.device(device):
-        operands = _inputs(cls, device)
+        problems = _problems(cls, device)
         flush = torch.empty(_l2_bytes(device_index) * 2 // 4, dtype=torch.int32, device=device)
-        runnable = [i for i, kernel in enumerate(loaded) if kernel is not None]
+        items = [(i, p) for i, kernel in enumerate(loaded) if kernel is not None
+                 for p in range(len(problems))]
 
-        def launch(i):
-            spec = specs[i]
-            kernels.family(spec.kernel).launch(spec, *operands, loaded[i])
+        def launch(item):
+            spec, operands = specs[item[0]], problems[item[1]]
+            kernels.family(spec.kernel).launch(spec, *operands, loaded[item[0]])
 
-        for i in runnable:
-            launch(i)                   # warm-up: first-touch costs stay out of the figures
-        events = {i: [] for i in runnable}
+        for item in items:
+            launch(item)                # warm-up: first-touch costs stay out of the figures
+        events = {item: [] for item in items}
         for _ in range(repeats):
-            for i in runnable:
+            torch.cuda._sleep(_SPIN_CYCLES_PER_LAUNCH * len(items))
+            for item in items:
                 flush.zero_()
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 start.record()
-                launch(i)
+                launch(item)
                 end.record()
-                events[i].append((start, end))
+                events[item].append((start, end))
         torch.cuda.synchronize(device)
-    return [statistics.median(s.elapsed_time(e) / 1e3 for s, e in events[i])
-            if i in events else math.inf for i in range(len(specs))]
+    seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
+    for (i, _), pairs in events.items():
+        seconds[i] += statistics.median(s.elapsed_time(e) / 1e3 for s, e in pairs)
+    return seconds
 
 
 def _l2_bytes(device_index: int) -> int:
@@ -76,8 +88,9 @@ def _l2_bytes(device_index: int) -> int:
     return size if size and size > 0 else _DEFAULT_L2_BYTES
 
 
-def _inputs(cls: ShapeClass, device: torch.device) -> tuple:
-    """(a, sa, b, sb, d, layout) of the class's representative problem, as `launch` takes them."""
+def _problems(cls: ShapeClass, device: torch.device) -> list:
+    """[(a, sa, b, sb, d, layout)] of the class's representative problem(s), as `launch`
+    takes them: one, or for the masked layout one per row count (sharing their tensors)."""
     generator = torch.Generator(device=device)
     generator.manual_seed(_SEED)
     n, k, groups = cls.n, cls.k, cls.num_groups
@@ -95,8 +108,10 @@ def _inputs(cls: ShapeClass, device: torch.device) -> tuple:
         sa = utils.get_mn_major_tma_aligned_tensor(scales(groups, max_m, k_blocks))
         b, sb = fp8(groups, n, k), scales(groups, utils.ceil_div(n, 128), k_blocks)
         d = torch.empty(groups, max_m, n, dtype=torch.bfloat16, device=device)
-        layout = torch.tensor(classes.masked_rows(cls), dtype=torch.int32, device=device)
-        return a, sa, b, sb, d, layout
+        return [(a, sa, b, sb, d,
+                 torch.tensor(classes.masked_rows(cls, scale), dtype=torch.int32,
+                              device=device))
+                for scale in classes.MASKED_SCALES]
     m = classes.representative_m(cls)
     a = fp8(m, k)
     sa = utils.get_mn_major_tma_aligned_tensor(scales(m, k_blocks))
@@ -106,6 +121,6 @@ def _inputs(cls: ShapeClass, device: torch.device) -> tuple:
         rows = classes.contiguous_rows(cls)
         layout = torch.repeat_interleave(torch.arange(groups, dtype=torch.int32),
                                          torch.tensor(rows)).to(device)
-        return a, sa, b, sb, d, layout
+        return [(a, sa, b, sb, d, layout)]
     b, sb = fp8(n, k), scales(utils.ceil_div(n, 128), k_blocks)
-    return a, sa, b, sb, d, None
+    return [(a, sa, b, sb, d, None)]

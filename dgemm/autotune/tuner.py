@@ -9,7 +9,8 @@
 
 The first time a shape class (`classes.ShapeClass`) is seen, the cost model's best
 DGEMM_AUTOTUNE_TOP_K candidates are timed on the GPU (`timing.time_candidates`) and the
-fastest becomes the class's *decision*, published through `dgemm.jit.decisions` (memory,
+fastest (if at least MIN_GAIN faster than the heuristic's pick, else that pick) becomes the
+class's *decision*, published through `dgemm.jit.decisions` (memory,
 disk, Redis; verified like kernel entries, HMAC-signed with a secret). One process of the
 cluster times; every other waits (at most DGEMM_AUTOTUNE_WAIT seconds) and uses the same
 decision, so every rank runs the same kernel and gets bitwise the same result.
@@ -51,6 +52,9 @@ _by_class = state.table("autotune.by_class")   # (class, fingerprint) -> spec or
 _class_locks = state.table("autotune.class_locks")
 _locks_guard = threading.Lock()
 _MAX_CALLS = 16384
+# Another candidate replaces the heuristic's pick only when it is at least this much faster:
+# closer than that is timing noise, and keeping the heuristic's kernel then costs nothing.
+MIN_GAIN = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +183,8 @@ def _decide(cls: ShapeClass, candidate_specs: list, device_index, timer) -> dict
     if not timed:
         raise decisions.NoDecision("no candidate could be timed")
     best = min(timed)[1]
+    if 0 < seconds[0] < math.inf and seconds[best] > (1 - MIN_GAIN) * seconds[0]:
+        best = 0
     logger.info("dgemm.autotune: %s -> %s (%.1f us; heuristic %s)", cls.describe(),
                 _tile(candidate_specs[best]), seconds[best] * 1e6, _tile(candidate_specs[0]))
     return {"class": dataclasses.asdict(cls),
