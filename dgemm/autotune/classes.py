@@ -7,9 +7,8 @@ serves every M and a decision per M would never be reused: M is rounded up to th
 so the M of one class differ by at most 1.5x (2x below 4), and a workload's classes are
 about two per octave of M. The edge is also the M the class is timed at (`representative`).
 For the grouped kinds M is the contiguous layout's total rows (timed with the rows spread over
-the groups in 128-row blocks) and the masked layout's expected_m (timed at three row counts,
-0.75, 1 and 1.25 x the edge, each spread over 0.75..1.25 of itself across the groups, as the
-cost model scores it; a candidate's three times are summed).
+the groups in 128-row blocks) and the masked layout's expected_m (timed on MASKED_DRAWS
+problems whose rows per group are drawn from 0.7..1.3 x the edge, a candidate's times summed).
 
 The decision key adds what makes a decision right or stale (`decision_fields`): the cost
 model's candidates for the class (so a change of the model or of DGEMM_AUTOTUNE_TOP_K retunes),
@@ -19,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 
 from .. import heuristics
 from ..utils import align
 
 # Bump when the way candidates are timed or chosen changes (autotune/timing.py, tuner.py), so
 # decisions made the old way are not reused.
-TIMING_METHOD = 2
+TIMING_METHOD = 3
 _CONTIGUOUS_BLOCK = 128            # rows of each group of the contiguous layout are padded to this
 
 
@@ -75,23 +75,24 @@ def contiguous_rows(cls: ShapeClass) -> list:
     return [(base + (g < extra)) * _CONTIGUOUS_BLOCK for g in range(cls.num_groups)]
 
 
-# The masked layout's expected_m is a hint: the real rows per group vary around it (and with
-# them the wave count of every tile), so a masked class is timed at three row counts, as the
-# cost model scores it, and each candidate's times are summed.
-MASKED_SCALES = (0.75, 1.0, 1.25)
+# The masked layout's expected_m is a hint: the real rows of each group vary around it (and
+# with them the wave count of every tile), so a masked class is timed on MASKED_DRAWS problems
+# whose rows per group are drawn uniformly from 0.7..1.3 x the edge (fixed seeds), and each
+# candidate's times are summed: the decision is the best on average over such draws.
+MASKED_DRAWS = 4
+MASKED_SPREAD = (0.7, 1.3)
 
 
-def masked_rows(cls: ShapeClass, scale: float = 1.0) -> list:
-    """masked_m of each group in one representative masked problem: `scale` x the edge,
-    spread over 0.75..1.25 of that across the groups."""
-    edge, groups = cls.m_bucket * scale, cls.num_groups
-    if groups == 1:
-        return [max(1, round(edge))]
-    return [max(1, round(edge * (0.75 + 0.5 * g / (groups - 1)))) for g in range(groups)]
+def masked_rows(cls: ShapeClass, draw: int = 0) -> list:
+    """masked_m of each group in representative masked problem number `draw`."""
+    rng = random.Random(f"dgemm.autotune masked {draw}")
+    low, high = MASKED_SPREAD
+    return [max(1, round(cls.m_bucket * rng.uniform(low, high)))
+            for _ in range(cls.num_groups)]
 
 
 def masked_max_m(cls: ShapeClass) -> int:
-    return align(max(max(masked_rows(cls, scale)) for scale in MASKED_SCALES), 64)
+    return align(max(max(masked_rows(cls, draw)) for draw in range(MASKED_DRAWS)), 64)
 
 
 def candidates(cls: ShapeClass, top_k: int) -> list:
@@ -111,4 +112,4 @@ def decision_fields(cls: ShapeClass, candidate_specs: list, csrc_digest: str,
 
 
 __all__ = ["ShapeClass", "m_bucket", "shape_class", "representative_m", "contiguous_rows",
-           "masked_rows", "masked_max_m", "MASKED_SCALES", "TIMING_METHOD", "candidates", "decision_fields"]
+           "masked_rows", "masked_max_m", "MASKED_DRAWS", "TIMING_METHOD", "candidates", "decision_fields"]

@@ -1,7 +1,7 @@
 """The GPU timer of the autotuner: time candidate kernels of one shape class on synthetic inputs
 of the class's representative size.
 
-    time_candidates(specs, cls, device_index, repeats=7) -> [seconds per spec]
+    time_candidates(specs, cls, device_index, repeats=20) -> [seconds per spec]
 
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
@@ -11,8 +11,10 @@ so no candidate reads operands another left in L2, and is bracketed by CUDA even
 current stream. Each round starts with a spin kernel long enough for the host to enqueue the
 whole round behind it: otherwise the GPU would wait for each launch (tens of microseconds of
 Python) between the start event and the kernel, and small kernels would be timed as host
-overhead. One synchronize at the end reads every event; a candidate's time is the median over
-rounds (for the masked layout, summed over its three row counts: `classes.MASKED_SCALES`). A
+overhead. One synchronize at the end reads every event; a candidate's time is the mean of the
+middle half of its rounds (events resolve about half a microsecond, a few percent of a small
+kernel: averaging many rounds resolves finer than a median can), for the masked layout summed
+over its row-count draws (`classes.MASKED_DRAWS`). A
 candidate that cannot be loaded (compile error, a kernel missing under DGEMM_DISABLE_JIT) gets
 `inf`.
 
@@ -40,7 +42,7 @@ _DEFAULT_L2_BYTES = 50 << 20        # H100/H200: 50 MiB, when the device does no
 _SPIN_CYCLES_PER_LAUNCH = 200_000
 
 
-def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 7) -> list:
+def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 20) -> list:
     """Median seconds of each spec on the class's representative problem (inf: not runnable)."""
     if device_index is None:
         device_index = torch.cuda.current_device()
@@ -79,8 +81,15 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
         torch.cuda.synchronize(device)
     seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
     for (i, _), pairs in events.items():
-        seconds[i] += statistics.median(s.elapsed_time(e) / 1e3 for s, e in pairs)
+        seconds[i] += _middle_mean([s.elapsed_time(e) / 1e3 for s, e in pairs])
     return seconds
+
+
+def _middle_mean(samples: list) -> float:
+    """The mean of the middle half of `samples` (robust to a few disturbed rounds)."""
+    ordered = sorted(samples)
+    quarter = len(ordered) // 4
+    return statistics.fmean(ordered[quarter:len(ordered) - quarter])
 
 
 def _l2_bytes(device_index: int) -> int:
@@ -109,9 +118,9 @@ def _problems(cls: ShapeClass, device: torch.device) -> list:
         b, sb = fp8(groups, n, k), scales(groups, utils.ceil_div(n, 128), k_blocks)
         d = torch.empty(groups, max_m, n, dtype=torch.bfloat16, device=device)
         return [(a, sa, b, sb, d,
-                 torch.tensor(classes.masked_rows(cls, scale), dtype=torch.int32,
+                 torch.tensor(classes.masked_rows(cls, draw), dtype=torch.int32,
                               device=device))
-                for scale in classes.MASKED_SCALES]
+                for draw in range(classes.MASKED_DRAWS)]
     m = classes.representative_m(cls)
     a = fp8(m, k)
     sa = utils.get_mn_major_tma_aligned_tensor(scales(m, k_blocks))

@@ -54,7 +54,7 @@ _locks_guard = threading.Lock()
 _MAX_CALLS = 16384
 # Another candidate replaces the heuristic's pick only when it is at least this much faster:
 # closer than that is timing noise, and keeping the heuristic's kernel then costs nothing.
-MIN_GAIN = 0.01
+MIN_GAIN = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
