@@ -27,14 +27,13 @@ ARCHS = ("sm_90a",)                # wgmma and TMA multicast exist only in the a
 BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
 SMEM_CAPACITY = 232_448            # bytes of dynamic shared memory one sm_90 CTA may use
 PRODUCER_THREADS = 128             # one TMA producer warpgroup
-MAX_SPLIT_K_BLOCK_N = 128          # widest 64-row tile that runs without faults (block_ns)
 
 
 # ------------------------------------------------------------------------------------------
 # The plan: threads and shared memory (checked against fp8_gemm.cuh at compile time)
 # ------------------------------------------------------------------------------------------
 def math_threads(block_m: int) -> int:
-    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate K blocks
+    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate stages
     (block_m 64). Header: `fp8_gemm_math_threads`."""
     return 384 if block_m == 192 else 256
 
@@ -78,9 +77,15 @@ def cpp_instance(spec: KernelSpec) -> str:
 
 
 def plan_checks(spec: KernelSpec) -> str:
-    # Every source, key and compile of this family passes here: a spec of a refused tile
-    # (e.g. built by hand, or read from an old manifest) never reaches the GPU.
+    # Every source, key and compile of this family passes here: a spec the kernel refuses
+    # (e.g. built by hand, or read from an old manifest) fails here with the fix in its message
+    # instead of in the compiler. NOTES: 64-row tiles with an odd stage count faulted before
+    # kernel v23 (bench/NOTES.md v23); the header now refuses them too.
     check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
+    if spec.block_m == 64 and spec.num_stages % 2 and spec.num_stages > 1:
+        raise ValueError(f"64-row tiles need an even stage count (their two math warpgroups "
+                         f"own alternate stages); got {spec.num_stages}: use "
+                         f"dgemm.kernels.hopper_fp8.num_stages() or with_tile()")
     args = (spec.n, spec.k, spec.block_m, spec.block_n, spec.block_k, spec.num_stages,
             smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)))
     return "template struct dgemm::Fp8GemmPlanCheck<" + ", ".join(map(str, args)) + ">;"
@@ -106,7 +111,13 @@ def num_stages(block_m: int, block_n: int, k: int) -> int:
         return 0
     k_blocks = ceil_div(k, BLOCK_K)
     # Never fewer than 3 (or the K blocks there are): with 2 the producer is one stage ahead.
-    return max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
+    stages = max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
+    if block_m == 64 and stages % 2 and stages > 1:
+        # The two math warpgroups of a 64-row tile own alternate stages (header: kSplitK), so
+        # an even count gives them equal halves: one more if it fits and has a K block to
+        # hold, else one fewer. (One stage, K = 128: the first warpgroup does it all.)
+        stages = stages + 1 if stages < min(deepest, k_blocks) else stages - 1
+    return stages
 
 
 def block_ns(block_m: int) -> tuple:
@@ -121,12 +132,6 @@ def block_ns(block_m: int) -> tuple:
         # warpgroups (v7 sweep: 192x120 at 0.84x the rate of 192x128).
         return (64, 128)
     narrow = tuple(n for n in range(16, 193, 8) if n + 128 - math.gcd(n, 128) <= 256)
-    if block_m == 64:
-        # Refused: 64-row (split-K) tiles wider than 128 columns. NOTES: 64x144, 64x160 and
-        # 64x192 ended runs with "unspecified launch failure" (intermittently: within 250
-        # profiled calls, not within 50 plain ones; memcheck clean), while 64x128 and
-        # 128-row tiles of those widths ran clean under the same stress (bench/NOTES.md v23).
-        return tuple(n for n in narrow if n <= MAX_SPLIT_K_BLOCK_N)
     # 256: two 128-column waves per K block through one temporary accumulator.
     return narrow + (256,) if block_m == 128 else narrow
 
@@ -245,17 +250,20 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n),
+        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n, multicast),
                 -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
-    def zero_fill_cycles(block_m, block_n):
+    def zero_fill_cycles(block_m, block_n, multicast):
+        on_a = shares_a(block_m, block_n)
         # Rows of the last m-block past M reach the SMs as TMA zero fill, and fill slows every
         # SM in the run, not only the tile's own (a shared cost, so it is not per wave): more
         # tiles in that m-block cost more. Only the plain layout has such rows (grouped rows
         # past a group's end are in bounds). NOTES: at M = 16 the one-wave 64x16 tiles of
         # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
         # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block (v22).
-        if gemm_type != "normal" or m % block_m == 0:
+        # Since v24 the last m-block of a plain GEMM loads only its real rows, except in
+        # clusters sharing A (whole-tile slices).
+        if gemm_type != "normal" or m % block_m == 0 or not (multicast > 1 and on_a):
             return 0.0
         return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
@@ -311,11 +319,6 @@ def _spec(gemm_type: str, n: int, k: int, num_groups: int, num_sms: int, block_m
 def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1) -> None:
     """ValueError unless the kernel can run a (block_m x block_n) tile in clusters of
     `num_tma_multicast`."""
-    if block_m == 64 and block_n > MAX_SPLIT_K_BLOCK_N and block_n in block_ns(128):
-        raise ValueError(f"64x{block_n} tiles are refused: 64-row tiles wider than "
-                         f"{MAX_SPLIT_K_BLOCK_N} columns fault intermittently (unspecified "
-                         f"launch failure, bench/NOTES.md v23); use 128x{block_n} or a 64-row "
-                         f"tile of at most {MAX_SPLIT_K_BLOCK_N} columns")
     if block_m not in (64, 128, 192) or block_n not in block_ns(block_m):
         raise ValueError(f"{block_m}x{block_n} is not a tile of the {NAME} kernel: block_m is "
                          f"64, 128 or 192 and a {block_m}-row tile takes block_n in "
@@ -346,10 +349,10 @@ def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: i
 # ------------------------------------------------------------------------------------------
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
-# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_a_tail, tma_b, tma_scales_a,
+#                 tma_d)
 ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                         TmaDescriptor, TmaDescriptor, TmaDescriptor,
-                         TmaDescriptor)
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 _descriptors = state.table("hopper_fp8.tma_descriptors")
 _MAX_CACHED_DESCRIPTORS = 4096
@@ -375,10 +378,22 @@ def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
     return tile_rows // spec.num_tma_multicast if shared else tile_rows
 
 
-def _tma_a(a: torch.Tensor, spec: KernelSpec):
-    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+def a_tail_rows(spec: KernelSpec, m: int) -> int:
+    """Rows of A the last m-block of an M-row call loads (the `tma_a_tail` box); header:
+    `fp8_gemm_a_tail_rows`, which sets the bytes its stages expect. A plain GEMM whose M is
+    not a multiple of the tile height loads only the M % block_m real rows there (no TMA zero
+    fill: bench/NOTES.md v24); clusters sharing A load slices of whole tiles."""
+    shared_a = spec.num_tma_multicast > 1 and spec.multicast_on_a
+    if spec.gemm_type == "normal" and not shared_a and m % spec.block_m:
+        return m % spec.block_m
+    return spec.block_m
+
+
+def _tma_a(a: torch.Tensor, spec: KernelSpec, box_rows: int = 0):
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes of
+    a tile's rows (or `box_rows`)."""
     rows = a.numel() // spec.k
-    box = _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    box = box_rows or _box_rows(spec, spec.block_m, spec.multicast_on_a)
     return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
                      _SWIZZLE_128B)
 
@@ -436,8 +451,11 @@ def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
     tma_a = _tma_a(a, spec)
+    # The last m-block's A (M % block_m rows); the whole-tile map where there is no tail.
+    tail_rows = a_tail_rows(spec, shape_m)
+    tma_a_tail = tma_a if tail_rows == spec.block_m else _tma_a(a, spec, tail_rows)
     # Kernels that do not store through TMA ignore their last descriptor.
     tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
     args = ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
-                     tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
+                     tma_a, tma_a_tail, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
     kernel.launch((grid_size(spec, shape_m), 1, 1), args)
