@@ -250,20 +250,20 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        return (sum(waves) / len(waves) * cycles + zero_fill_cycles(block_m, block_n, multicast),
-                -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+        fill = zero_fill_cycles(block_m, block_n, multicast)
+        return (sum(waves) / len(waves) * cycles + fill, -last_wave,
+                ceil_div(n, block_n) * block_n - n, -block_n, multicast)
 
     def zero_fill_cycles(block_m, block_n, multicast):
-        on_a = shares_a(block_m, block_n)
-        # Rows of the last m-block past M reach the SMs as TMA zero fill, and fill slows every
-        # SM in the run, not only the tile's own (a shared cost, so it is not per wave): more
-        # tiles in that m-block cost more. Only the plain layout has such rows (grouped rows
-        # past a group's end are in bounds). NOTES: at M = 16 the one-wave 64x16 tiles of
-        # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
-        # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block (v22).
-        # Since v24 the last m-block of a plain GEMM loads only its real rows, except in
-        # clusters sharing A (whole-tile slices).
-        if gemm_type != "normal" or m % block_m == 0 or not (multicast > 1 and on_a):
+        # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every SM in
+        # the run, not only the tile's own (a shared cost, so it is not per wave): more tiles
+        # in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of 16x2112x7168
+        # ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest; fitted over the
+        # broad suite's fit part: 0.05 clk per row per tile per K block (v22). Since v24 only
+        # clusters sharing A (whole-tile slices) still load such rows: the plain GEMM's last
+        # m-block loads its real rows alone, and grouped rows past a group are in bounds.
+        if (gemm_type != "normal" or m % block_m == 0 or multicast == 1
+                or not shares_a(block_m, block_n)):
             return 0.0
         return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
