@@ -9,6 +9,8 @@
     dgemm-cache import FILE [--push]            verify a bundle into the local cache
     dgemm-cache sync [--arch A] [--once]        per-node daemon: push, pull, follow (SIGTERM)
     dgemm-cache prewarm ...                     compile a workload's kernels ahead of time
+    dgemm-cache tune ...                        time a workload's shape classes on this GPU and
+                                                publish the autotuning decisions
     dgemm-cache gc [--remote] ...               keep the local cache (or Redis) within budget
     dgemm-cache clear [--remote --yes]          empty the local cache (or the Redis namespace)
     dgemm-cache doctor [--json]                 print and check the effective settings
@@ -27,6 +29,7 @@ Exit status, for scripts:
     2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
        an export FILE that is not a regular file, a gc directory that is not a dgemm cache
     3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
+    4  tune: no CUDA GPU here, or one whose kernels are not autotuned (not sm_90a)
   130  interrupted
 """
 from __future__ import annotations
@@ -47,12 +50,13 @@ from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
-from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync
+from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync, tune
 from dgemm.jobs.cleanup import format_size
 from dgemm.jobs.manifest import ManifestError
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_NO_GPU = tune.EXIT_NO_GPU
 
 
 class _RemoteMissing(Exception):
@@ -176,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
         epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
-               "130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
+               "4 no GPU to tune on, 130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
     _add_settings_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -229,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, job, help in (("prewarm", prewarm, "compile a workload's kernels ahead of time, "
                                                   "without a GPU"),
+                            ("tune", tune, "time a workload's shape classes on this GPU node "
+                                           "and publish the autotuning decisions (needs a "
+                                           "CUDA GPU: exit 4 without one)"),
                             ("gc", cleanup, "keep the local cache (or, with --remote, the Redis "
                                             "namespace) healthy and within budget"),
                             ("clear", clear, "remove every entry of the local cache (or, with "

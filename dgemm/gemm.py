@@ -186,14 +186,28 @@ def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.de
             a, sa, b, sb, d, layout):
     """Select, load and launch; returns the launch plan used (None if the call had none)."""
     index = device.index
-    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(index),
-                             arch=_device_arch(index), family=_forced_family())
+    spec = choose_spec(kind, m, n, k, num_groups, utils.get_num_sms_for(index),
+                       _device_arch(index), index)
     fingerprint = env.build_fingerprint()
     kernel = _ready.get((spec, index, fingerprint))
     if kernel is None:
         kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
     return plans.launch(kernels.family(spec.kernel), spec, kernel, a, sa, b, sb, d, layout,
                         loader.current_stream(index))
+
+
+def choose_spec(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: int, arch: str,
+                device_index=None) -> "kernels.KernelSpec":
+    """The kernel one call runs: the heuristic's (`heuristics.select`; the portable family
+    with DGEMM_FORCE_PORTABLE), or with DGEMM_AUTOTUNE on, its shape class's shared decision
+    (`dgemm.autotune`). Pure Python unless a class must be timed."""
+    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=num_sms, arch=arch,
+                             family=_forced_family())
+    if env.autotune_on_launch():
+        from . import autotune
+        spec = autotune.spec_for_call(kind, m, n, k, num_groups, num_sms, arch, spec,
+                                      device_index)
+    return spec
 
 
 def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[tuple] = None):
@@ -263,7 +277,8 @@ def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
                 None if t2 is None else (type(t2), t2.shape, t2.stride(), t2.dtype,
                                          t2.device),
                 _num_sms_setting.get(), _forced_tile_setting.get(),
-                _launch_value("DGEMM_FORCE_PORTABLE"), _fingerprint(), _get_ident())
+                _launch_value("DGEMM_FORCE_PORTABLE"), _launch_value("DGEMM_AUTOTUNE"),
+                _fingerprint(), _get_ident())
     except (AttributeError, TypeError):
         return None
 
@@ -304,7 +319,9 @@ _current_stream = loader.current_stream
 
 
 def _remember(signature, plan, device, d_shape, a_scales) -> None:
-    if signature is None or plan is None:
+    # With autotuning on, a call's kernel may change once its class is decided: every call
+    # then takes the full path (its plan is still cached per kernel).
+    if signature is None or plan is None or env.autotune_on_launch():
         return
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()

@@ -7,7 +7,9 @@ call walks the tiers, so a spec already on local disk or in Redis counts as cach
 resumes where the last one stopped) and a new one is published locally and, when
 DGEMM_REMOTE_CACHE is set, to Redis. The workers die with this process, even when it is
 SIGKILLed (Linux's parent-death signal, and a watchdog thread in each worker elsewhere), so an
-interrupted job leaves no compile processes behind. Exit status: 0 when every spec is cached
+interrupted job leaves no compile processes behind. With DGEMM_AUTOTUNE=1 the job also compiles
+the kernels named by the autotuning decisions already published (on local disk or in Redis) for
+the manifest's shape classes; `dgemm-cache tune` compiles what it times anyway. Exit status: 0 when every spec is cached
 or compiled, 1 when any failed, 2 for bad arguments or a bad manifest.
 """
 from __future__ import annotations
@@ -73,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
                     else manifests.load_manifest(args.manifest))
         problem_list = manifests.problems(manifest, args.m_range, args.contiguous_spread)
         served = manifests.specs_for(problem_list, args.num_sms, args.arch)
+        if _autotune_is_set():
+            # The kernels of published decisions too, so nodes that autotune find them ready.
+            for spec, problems in manifests.decided_specs_for(
+                    problem_list, args.num_sms, args.arch).items():
+                served.setdefault(spec, []).extend(problems)
         disable_jit = _disable_jit_is_set()
     except ValueError as exc:       # ManifestError, or a malformed DGEMM_* variable
         print(f"prewarm: {exc}", file=sys.stderr)
@@ -283,6 +290,11 @@ def _remote_for_display() -> str | None:
     from dgemm.jit import env
     url = env.get_str("DGEMM_REMOTE_CACHE")     # as set: a malformed one is in the failures
     return None if url is None else redact(url)
+
+
+def _autotune_is_set() -> bool:
+    from dgemm.jit import env
+    return env.autotune()
 
 
 def _disable_jit_is_set() -> bool:
