@@ -14,6 +14,12 @@ than dgemm's whole launch path (~20 us of Python per custom-operator call on a C
 through the operator otherwise, so torch.compile records one node, FakeTensorMode computes
 shapes without a device, and modes see the call.
 
+A plain eager call whose signature (argument containers; every tensor's type, shape,
+strides, dtype and device; the selection settings; the thread) was validated before takes the
+hot path: only the data pointers' alignment is checked again, and the launch plan recorded for
+it (`dgemm.kernels.plans`) is re-pointed and launched (`_FastCall`). No host-device sync; the
+only allocations are `d` when it is None and, for row-major A scales, their MN-major copy.
+
 Kernels are loaded on first use; during CUDA graph capture a kernel that is not loaded yet
 raises `KernelNotWarmError` (naming the shape and the `dgemm.warmup(...)` to run first) instead
 of compiling or loading inside the capture. `dgemm.warmup` loads a range ahead of time.

@@ -9,7 +9,12 @@ A family module owns everything Python knows about its kernel and exposes:
                                  threads, ...) differs from the header's
     num_threads(spec), smem_bytes(spec)
     ARGS                         the kernel's run-time signature (dgemm.jit.args.ArgLayout)
-    launch(spec, a, sa, b, sb, d, layout, kernel=None)
+    launch_args(spec, a, sa, b, sb, d, layout) -> (grid, values in ARGS order); the values may
+                                 depend on the tensors only through their data pointers (as
+                                 c_void_p values, or TMA maps whose `address` is one) and the
+                                 geometry `plans` keys on, so a launch plan built once per
+                                 geometry is re-pointed per call (dgemm/kernels/plans.py)
+    launch(spec, a, sa, b, sb, d, layout, kernel=None, stream=None)
 
 A spec names its family (`spec.kernel`), so whoever holds a spec finds its launcher with
 `family(spec.kernel)`. Adding a family: a module here, an entry in FAMILIES, a header in
