@@ -126,7 +126,8 @@ class RecordingDriver:
             c = launcher.LaunchConfig.from_address(config_address)
             self.launches.append(Launch(
                 f, (c.grid_x, c.grid_y, c.grid_z), (c.block_x, c.block_y, c.block_z),
-                c.shared_mem_bytes, c.stream or 0, c.attrs.contents.cluster_x,
+                c.shared_mem_bytes, c.stream or 0,
+                c.attrs.contents.cluster_x if c.num_attrs else 1,
                 self._params(f, params)))
         return 0
 

@@ -242,12 +242,13 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
 
 
 # --- the hot path: calls of a signature already validated ----------------------------------------
-# A call's signature: the argument containers, every tensor's type, shape, strides, dtype and
-# device, the host-side ints, the settings selection reads, and the thread. Everything the
-# checks above decide except the data pointers' alignment is a function of it, and so are the
-# kernel choice and the launch plan. The first direct call of a signature runs the full path
-# and records a `_FastCall`; later calls of that signature check only the pointers'
-# alignment (a failure takes the full path, which raises the precise error) and launch.
+# A call's signature: every tensor's type, shape, strides, dtype and device (the containers
+# are tuples or lists of two, or the call has none), the host-side ints, the settings that
+# selection reads, and the thread. Everything the checks above decide except the data
+# pointers' alignment is a function of it, and so are the kernel choice and the launch plan.
+# The first direct call of a signature runs the full path and records a `_FastCall`; later
+# calls of that signature check only the pointers' alignment (a failure takes the full path,
+# which raises the precise error) and launch.
 _fast_calls = state.table("gemm.fast_calls")
 _MAX_FAST_CALLS = 4096
 _get_ident = threading.get_ident
@@ -273,7 +274,7 @@ def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
     b0, b1 = b
     try:
         hash(extra)                 # expected_m: an unhashable value is the full path's to refuse
-        return (kind, type(a), type(b), extra,
+        return (kind, extra,
                 type(a0), a0.shape, a0.stride(), a0.dtype, a0.device,
                 type(a1), a1.shape, a1.stride(), a1.dtype, a1.device,
                 type(b0), b0.shape, b0.stride(), b0.dtype, b0.device,

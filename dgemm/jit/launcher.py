@@ -4,11 +4,12 @@ and call geometry, patched with the call's pointers, launched with one foreign c
 cuda-python's `cuLaunchKernel` re-packs its arguments on every call (and `cuLaunchKernelEx`
 builds a config object per call); here everything but the pointers is built once:
 
-- `LaunchPlan` holds a kernel's grid, block, shared memory, cluster config (a ctypes
-  `CUlaunchConfig`) and one storage slot per kernel parameter with the `void**` array pointing
-  at them. `run(pointers, stream)` rewrites only the slots whose tensor moved (plain pointer
-  parameters: the slot's value; TMA descriptors: `cuTensorMapReplaceAddress`, the driver's
-  documented way to re-point an encoded descriptor, on the plan's own copy), then launches.
+- `LaunchPlan` holds a kernel's launch config (a ctypes `CUlaunchConfig`: grid, block, shared
+  memory, the cluster attribute if any) and one storage slot per kernel parameter with the
+  `void**` array pointing at them. `run(pointers, stream)` rewrites only the slots whose
+  tensor moved (plain pointer parameters: the slot's value; TMA descriptors:
+  `cuTensorMapReplaceAddress`, the driver's documented way to re-point an encoded
+  descriptor, on the plan's own copy), sets the stream and calls cuLaunchKernelEx.
 - `launch_packed` launches `ArgLayout.pack`ed arguments the same way (calls without a plan).
 
 Pure ctypes: libcuda is opened on the first launch, so the families can build plans on a
@@ -98,9 +99,13 @@ POINTER, DESCRIPTOR = "pointer", "descriptor"
 
 class LaunchPlan:
     """One kernel's launch for one call geometry. `params`: per kernel parameter, its ctypes
-    storage; `patches`: (tensor index, kind, storage) for the ones that follow a tensor."""
-    __slots__ = ("function", "grid", "block", "smem_bytes", "config", "attrs", "params",
-                 "pointer_array", "address", "patches", "pointers", "what")
+    storage; `patches`: (tensor index, kind, storage) for the ones that follow a tensor. Every
+    launch is one cuLaunchKernelEx of a config built here (grid, block, shared memory, the
+    cluster attribute if any): per call only its stream is written, and four arguments cross
+    into C instead of cuLaunchKernel's eleven."""
+    __slots__ = ("function", "grid", "block", "smem_bytes", "config", "config_address",
+                 "attrs", "cluster_dim", "params", "pointer_array", "address", "patches",
+                 "pointers", "what")
 
     def __init__(self, function: int, grid: Tuple[int, int, int], num_threads: int,
                  smem_bytes: int, cluster_dim: int, params: Sequence, patches: Sequence,
@@ -109,6 +114,7 @@ class LaunchPlan:
         self.grid = tuple(int(g) for g in grid)
         self.block = (num_threads, 1, 1)
         self.smem_bytes = smem_bytes
+        self.cluster_dim = cluster_dim
         self.params = tuple(params)            # keeps every slot alive
         self.pointer_array = (ctypes.c_void_p * len(self.params))(
             *[ctypes.addressof(p) for p in self.params])
@@ -116,31 +122,22 @@ class LaunchPlan:
         self.patches = tuple(patches)
         self.pointers = tuple(pointers)        # what the slots hold now
         self.what = what
-        self.config = self.attrs = None
-        if cluster_dim > 1:
-            self.attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim,
-                                         cluster_y=1, cluster_z=1)
-            self.config = LaunchConfig(*self.grid, num_threads, 1, 1, smem_bytes, None,
-                                       ctypes.pointer(self.attrs), 1)
+        self.attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim,
+                                     cluster_y=1, cluster_z=1)
+        self.config = LaunchConfig(*self.grid, num_threads, 1, 1, smem_bytes, None,
+                                   ctypes.pointer(self.attrs), 1 if cluster_dim > 1 else 0)
+        self.config_address = ctypes.addressof(self.config)
 
     def run(self, pointers: tuple, stream: int) -> None:
         """Launch on `stream` with the tensors at `pointers` (same order as at build)."""
         lib = _driver or driver()
         if pointers != self.pointers:
             self._patch(lib, pointers)
-        if self.config is None:
-            grid, block = self.grid, self.block
-            err = lib.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], 1, 1,
-                                     self.smem_bytes, stream, self.address, None)
-            if err:
-                _fail("cuLaunchKernel", err, f"{self.what} with grid {self.grid}")
-            return
         self.config.stream = stream
-        err = lib.cuLaunchKernelEx(ctypes.addressof(self.config), self.function, self.address,
-                                   None)
+        err = lib.cuLaunchKernelEx(self.config_address, self.function, self.address, None)
         if err:
             _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
-                                            f"{self.attrs.cluster_x}")
+                                            f"{self.cluster_dim}")
 
     def _patch(self, lib, pointers: tuple) -> None:
         # Mark the plan as holding nothing valid until every slot is rewritten: a failure half
