@@ -103,7 +103,10 @@ class RecordingDriver:
         self._record = record
 
     def _params(self, function, address):
-        types = self._types_for(function)
+        try:
+            types = self._types_for(function)
+        except KeyError:            # a kernel the stub did not hand out: raw pointers only
+            return None
         pointers = (ctypes.c_void_p * len(types)).from_address(address)
         out = []
         for t, p in zip(types, pointers):

@@ -258,3 +258,30 @@ def test_launch_config_matches_cuda_h_layout():
     assert launcher.LaunchConfig.stream.offset == 32
     assert launcher.LaunchConfig.attrs.offset == 40
     assert launcher.LaunchConfig.num_attrs.offset == 48
+
+
+def test_unplanned_cluster_calls_launch_through_the_packed_path(driver):
+    a, _, _ = fp8_inputs(512, 512, K)
+    b = (a[0], torch.ones((4, K // 128)))         # aliased: no plan, packed arguments
+    d = torch.empty((512, 512), dtype=torch.bfloat16)
+    with dgemm.heuristics.forced_tile(128, 128, 2, multicast_on_a=False):
+        dgemm.fp8_gemm_nt(a, b, d)
+    launch = driver.launches[-1]
+    assert launch.cluster == 2 and launch.grid[0] % 2 == 0
+    p = dense_params(launch)
+    assert p["d"] == d.data_ptr() and p["tma_a"]["address"] == a[0].data_ptr()
+
+
+def test_loaded_kernel_launches_packed_arguments_through_the_ctypes_driver(driver):
+    import ctypes
+    from dgemm.jit import runtime
+    plain = runtime.LoadedKernel(None, 0x1234, "add_one", 128, 0, 1, 0)
+    clustered = runtime.LoadedKernel(None, 0x5678, "rank", 32, 1024, 2, 0)
+    args = runtime.ArgLayout(ctypes.c_void_p).pack(0x100)
+    plain.launch((3, 1, 1), args, stream=7)
+    clustered.launch((4, 1, 1), args, stream=9)
+    first, second = driver.launches[-2:]
+    assert (first.function, first.grid, first.block, first.stream, first.cluster) == (
+        0x1234, (3, 1, 1), (128, 1, 1), 7, 1)
+    assert (second.function, second.grid, second.smem_bytes, second.stream, second.cluster) == (
+        0x5678, (4, 1, 1), 1024, 9, 2)
