@@ -357,7 +357,7 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
         `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None.)
     """
     signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
-    fast = _fast_calls.get(signature)
+    fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None:
         out = _empty(fast.d_shape, dtype=_BF16, device=fast.device) if d is None else d
         if fast.run(a[0], a[1], b[0], b[1], out, None):
@@ -489,7 +489,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
     """
     signature = _call_signature("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices,
                                 None)
-    fast = _fast_calls.get(signature)
+    fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, m_indices):
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_contiguous_layout(
@@ -575,7 +575,7 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     """
     signature = _call_signature("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m,
                                 (type(expected_m), expected_m))
-    fast = _fast_calls.get(signature)
+    fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, masked_m):
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_masked(
