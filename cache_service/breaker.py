@@ -107,9 +107,10 @@ class CircuitBreaker:
             was_closed = self._state == CLOSED
             self._state, self._opened_at, self._probing = OPEN, self._clock(), False
         if was_closed:
-            logger.warning("dgemm: remote cache %s is unavailable (%s); building locally "
-                           "and trying it again in %g s", self.name, _describe(error),
-                           self.cooldown_s)
+            # Neutral: the caller says what it does without the remote (the walk builds
+            # locally, `push` fails); this line only says what happened and when it retries.
+            logger.warning("dgemm: remote cache %s is unavailable (%s); not trying it again "
+                           "for %g s", self.name, _describe(error), self.cooldown_s)
         else:
             logger.debug("dgemm: remote cache %s still unavailable (%s)", self.name, error)
 
@@ -135,6 +136,12 @@ class CircuitBreaker:
                            "or give it an eviction policy such as allkeys-lru", self.name, error)
 
 
+def _is_authentication_failure(error: BaseException) -> bool:
+    return (isinstance(error, redis.AuthenticationError)
+            or (isinstance(error, redis.ResponseError)
+                and str(error).startswith(("NOAUTH", "WRONGPASS"))))
+
+
 def _is_out_of_memory(error: BaseException) -> bool:
     # redis-py >= 4 raises OutOfMemoryError for a plain -OOM reply; inside a script, older
     # servers wrap it in an ERR reply that still carries Redis's text.
@@ -143,8 +150,21 @@ def _is_out_of_memory(error: BaseException) -> bool:
                 and "command not allowed when used memory" in str(error)))
 
 
+# Redis's replies when the URL lacks the password an ACL or `requirepass` asks for.
+_PASSWORD_MISSING = ("NOAUTH", "HELLO must be called with the client already authenticated",
+                     "Authentication required")
+
+
 def _describe(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
+    if _is_authentication_failure(error):
+        if any(reply in str(error) for reply in _PASSWORD_MISSING):
+            # Redis's own text here ("HELLO must be called with the client already
+            # authenticated, otherwise ...") reads like a client bug; say what it means.
+            return (f"Redis requires a password ({type(error).__name__}); give it in the URL "
+                    f"as redis://user:password@host:port/db")
+        return (f"Redis refused the user name or password ({text}); check the user and "
+                f"password in the URL (redis://user:password@host:port/db)")
     if isinstance(error, (redis.RedisError, UnexpectedReply)):
         return text
     # Not an error redis-py means to raise: a reply it could not make sense of.

@@ -113,7 +113,10 @@ class RemoteCache:
         self._upload_pending()
         try:
             outcome = self._download_or_claim(key)
-        except RemoteUnavailable:
+        except RemoteUnavailable as error:
+            if error.cause is not None:     # a real failure, not the breaker's quiet refusal
+                logger.warning("dgemm: building %s locally; it is uploaded once the remote "
+                               "cache answers again", key[:12])
             value, blob = build()
             self._remember_upload(key, blob)
             return value, True

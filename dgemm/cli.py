@@ -18,7 +18,11 @@ DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Exit status, for scripts:
     2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
        an export FILE that is not a regular file, a gc directory that is not a dgemm cache
     3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
-  130  interrupted
+       (prewarm: every kernel compiled, but the remote cache could not take them all)
+  130  interrupted (prewarm: 130 for SIGINT, 143 for SIGTERM, after printing its report)
+  141  stdout closed early (`dgemm-cache ls | head -1`): stopped quietly, like other tools
+Every DGEMM_* variable and the local cache directory are checked before a command does any
+work: a bad one is one message and exit 2.
 """
 from __future__ import annotations
 
@@ -26,8 +30,10 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -36,14 +42,15 @@ from cache_service.errors import CacheServiceError, RemoteUnavailable
 from dgemm import utils
 from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
-from dgemm.jit.errors import ConfigError, DgemmError, EntryError
+from dgemm.jit.errors import CacheDirError, CompileError, ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, cleanup, prewarm, sync
 from dgemm.jobs.cleanup import format_size
-from dgemm.jobs.manifest import ManifestError
+from dgemm.jobs.manifest import ManifestError, check_arch
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STDOUT_CLOSED = 128 + 13       # what a shell shows for a tool killed by SIGPIPE
 
 
 class _RemoteMissing(Exception):
@@ -61,6 +68,17 @@ def main(argv: Optional[list] = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(name)s: %(message)s", stream=sys.stderr)
     try:
+        status = _run(args)
+        sys.stdout.flush()          # a reader that left shows up here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _run(args) -> int:
+    """The command, with every error it may raise turned into a message and an exit status."""
+    try:
+        preflight(args)
         return args.handler(args)
     except _USAGE_ERRORS as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
@@ -70,7 +88,8 @@ def main(argv: Optional[list] = None) -> int:
               "redis://host:6379/0", file=sys.stderr)
         return EXIT_NO_REMOTE
     except RemoteUnavailable as error:
-        print(f"dgemm-cache: remote cache unavailable: {error}", file=sys.stderr)
+        print(f"dgemm-cache: the remote cache (DGEMM_REMOTE_CACHE) is unavailable: {error}",
+              file=sys.stderr)
         return EXIT_NO_REMOTE
     except (DgemmError, CacheServiceError) as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
@@ -78,6 +97,57 @@ def main(argv: Optional[list] = None) -> int:
     except KeyboardInterrupt:
         print("dgemm-cache: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout has gone (`dgemm-cache ls | head -1`): stop quietly, as other Unix
+    tools do. stdout is pointed at /dev/null first, so the interpreter's final flush of what
+    is still buffered cannot fail again with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass                        # stdout is not a file (an in-process capture)
+    return EXIT_STDOUT_CLOSED
+
+
+# How each command uses the local cache directory: "write" creates it (0700) and checks it is
+# usable, "read" checks what exists, "clean" only that a --cache-dir given exists (gc checks
+# the rest itself, first of all that it is a dgemm cache). prewarm checks its own (with the
+# compiler); commands not listed here do not touch the local cache or check it themselves.
+_CACHE_USE = {"stats": "read", "ls": "read", "verify": "read", "push": "read",
+              "export": "read", "gc": "clean", "pull": "write", "import": "write",
+              "sync": "write"}
+# Commands that report the configuration, so a bad setting is their output, not an error.
+_REPORT_CONFIG = ("doctor",)
+
+
+def preflight(args) -> None:
+    """Check the configuration once, before the command does any work: every DGEMM_* variable
+    (a typo in DGEMM_LOCK_TIMEOUT fails now, not at the first lock wait) and the local cache
+    directory the command uses. ConfigError (exit 2) with the fix."""
+    for name in env.unknown_variables():
+        print(f"dgemm-cache: warning: {name} is not a dgemm setting (a typo?); ignored",
+              file=sys.stderr)
+    if args.command in _REPORT_CONFIG:
+        return
+    settings = env.validate()
+    use = _CACHE_USE.get(args.command)
+    if use is None or getattr(args, "remote", None) is True:     # ls/verify/export --remote
+        return
+    explicit = getattr(args, "cache_dir", None)
+    root = Path(explicit).expanduser() if explicit else settings.cache_dir
+    if explicit and use != "write" and not os.path.lexists(root):
+        raise ConfigError(f"no dgemm cache at {root}: the directory does not exist; check the "
+                          f"--cache-dir path")
+    if use == "clean":
+        return
+    disk = DiskTier(root, settings.secret)
+    try:
+        disk.ensure_dirs() if use == "write" else disk.check_private()
+    except CacheDirError as error:
+        raise ConfigError(str(error)) from error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,7 +235,8 @@ def cmd_stats(args) -> int:
     disk = _disk(settings)
     local = [size for size in (_size_of(path) for _, path in disk.iter_entries())
              if size is not None]
-    report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
+    report = {"local": {"dir": str(disk.root), "exists": disk.root.is_dir(),
+                        "entries": len(local), "bytes": sum(local)},
               "remote": None}
     status = EXIT_OK
     tier = _remote(settings, required=False)
@@ -280,8 +351,8 @@ def cmd_push(args) -> int:
 
 def cmd_pull(args) -> int:
     settings = env.Settings.from_env()
-    tier, disk = _remote(settings), _disk(settings)
     match = _match(args, settings)
+    tier, disk = _remote(settings), _disk(settings)
     cache = tier.cache
     total = cache.call(cache.store.count_meta)
     progress = _progress("pull", total, args)
@@ -320,9 +391,11 @@ def cmd_export(args) -> int:
         progress.close()
     refused = len(unreadable) + report.refused
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": refused}
+               "refused": refused, "unreadable": unreadable}
     _print_report(args, summary, f"exported {report.entries} entries ({format_size(report.bytes)}) "
-                                 f"to {args.file}; {refused} refused")
+                                 f"to {args.file}; {refused} refused",
+                  details=[f"  refused {key[:12]}: unreadable or failed verification (see the "
+                           f"warning above)" for key in unreadable])
     return EXIT_FAILED if refused else EXIT_OK
 
 
@@ -340,19 +413,24 @@ def cmd_import(args) -> int:
 
     report = bundle.import_bundle(args.file, settings.secret, accept)
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": report.refused, "pushed": len(uploaded)}
+               "refused": report.refused, "refusals": report.refusals,
+               "pushed": len(uploaded)}
     _print_report(args, summary, f"imported {report.entries} entries ({format_size(report.bytes)}) "
                                  f"from {args.file}; {report.refused} refused"
-                                 + (f"; {len(uploaded)} pushed" if args.push else ""))
+                                 + (f"; {len(uploaded)} pushed" if args.push else ""),
+                  details=[f"  refused {refused['key'][:12]} "
+                           f"({refused['kernel'] or 'header unreadable'}): {refused['reason']}"
+                           for refused in report.refusals])
     return EXIT_FAILED if report.refused else EXIT_OK
 
 
 def cmd_sync(args) -> int:
     settings = env.Settings.from_env()
+    match = _match(args, settings)
     tier, disk = _remote(settings), _disk(settings)
     if not args.verbose:
         logging.getLogger("dgemm.remote").setLevel(logging.INFO)
-    agent = sync.SyncAgent(tier, disk, _match(args, settings), reconcile_s=args.reconcile_every)
+    agent = sync.SyncAgent(tier, disk, match, reconcile_s=args.reconcile_every)
     if args.once:
         agent.reconcile()           # Redis down: RemoteUnavailable, exit 3
     else:
@@ -380,9 +458,20 @@ def _remote(settings: env.Settings, required: bool = True) -> Optional[remote.Re
 
 
 def _match(args, settings: env.Settings):
-    archs = tuple(args.arch) if args.arch else (_this_node_arch(),)
-    identity = compiler.get_compiler(settings.compiler, settings.debug).identity
-    return sync.Match(archs=archs, compiler=None if args.any_compiler else identity)
+    """Which remote entries this node wants. ConfigError for an --arch that is no arch, and
+    for a compiler that is not there (its version is part of what is matched)."""
+    try:
+        archs = tuple(check_arch(arch) for arch in args.arch) if args.arch else None
+    except ValueError as error:
+        raise ConfigError(f"--arch: {error}") from None
+    if args.any_compiler:
+        identity = None
+    else:
+        try:
+            identity = compiler.get_compiler(settings.compiler, settings.debug).identity
+        except CompileError as error:
+            raise ConfigError(f"{error} (or pass --any-compiler)") from error
+    return sync.Match(archs=archs or (_this_node_arch(),), compiler=identity)
 
 
 def _this_node_arch() -> str:
@@ -474,7 +563,12 @@ def format_listing(rows: list) -> str:
 
 def format_stats(report: dict) -> str:
     local = report["local"]
-    lines = [f"local   {local['dir']}: {local['entries']} entries, {format_size(local['bytes'])}"]
+    if local.get("exists", True):
+        lines = [f"local   {local['dir']}: {local['entries']} entries, "
+                 f"{format_size(local['bytes'])}"]
+    else:
+        lines = [f"local   {local['dir']}: no cache yet (the directory does not exist; the "
+                 f"first compile, pull or import creates it)"]
     remote = report["remote"]
     if remote is None:
         lines.append("remote  not configured (DGEMM_REMOTE_CACHE is unset)")

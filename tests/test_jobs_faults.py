@@ -199,11 +199,15 @@ def test_gc_refuses_a_directory_that_is_not_a_dgemm_cache_and_deletes_nothing(
     assert tree(tmp_path) == before
 
 
-def test_gc_accepts_an_empty_or_missing_cache_directory(capsys, tmp_path):
+def test_gc_accepts_an_empty_cache_directory_or_a_missing_default_one(capsys, tmp_path,
+                                                                       monkeypatch):
+    # A missing directory named by --cache-dir is refused (a typo): tests/test_ops_cli.py.
     (tmp_path / "empty").mkdir()
-    for directory in (tmp_path / "empty", tmp_path / "missing"):
-        status, _, err = run_cli(capsys, "gc", "--cache-dir", directory)
-        assert status == 0, err
+    status, _, err = run_cli(capsys, "gc", "--cache-dir", tmp_path / "empty")
+    assert status == 0, err
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "missing"))
+    status, _, err = run_cli(capsys, "gc")
+    assert status == 0, err
 
 
 def test_gc_policy_refuses_a_stale_after_under_a_minute_from_python():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from dgemm.heuristics import KernelSpec, select
@@ -111,6 +112,47 @@ def parse_m_range(text: str) -> list[int]:
     return sorted(values)
 
 
+def format_m_values(values) -> str:
+    """Sorted M values in `parse_m_range`'s syntax, short: runs of three or more values with
+    one step (or two neighbours) become LOW-HIGH or LOW-HIGH:STEP, e.g.
+    [1, 2, 3, 512, 1024, 2048, 3072] -> '1-3, 512, 1024-3072:1024'."""
+    ms = sorted(set(values))
+    parts, start = [], 0
+    while start < len(ms):
+        end = start
+        if start + 1 < len(ms):
+            step = ms[start + 1] - ms[start]
+            end = start + 1
+            while end + 1 < len(ms) and ms[end + 1] - ms[end] == step:
+                end += 1
+            if end - start < 2 and step != 1:
+                end = start                  # two values with a gap: list them one by one
+        if end == start:
+            parts.append(str(ms[start]))
+        else:
+            step = ms[start + 1] - ms[start]
+            parts.append(f"{ms[start]}-{ms[end]}" + (f":{step}" if step != 1 else ""))
+        start = end + 1
+    return ", ".join(parts)
+
+
+_ARCH = re.compile(r"^sm_(\d+)([af]?)$")
+
+
+def check_arch(text: str, minimum: int = 0) -> str:
+    """`text` if it names a GPU architecture as dgemm's keys spell it (sm_<number>[a|f], e.g.
+    sm_90a for H100/H200, sm_80 for A100, sm_89 for L40S) of at least sm_<minimum>; else a
+    ValueError saying so."""
+    match = _ARCH.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"arch must be sm_<number> with an optional 'a', e.g. sm_90a (H100, "
+                         f"H200), sm_80 (A100), sm_89 (L40S); got {text!r}")
+    if int(match.group(1)) < minimum:
+        raise ValueError(f"arch must be sm_{minimum} or newer, the oldest architecture dgemm's "
+                         f"kernels support; got {text!r}")
+    return text
+
+
 def _parse_m_part(part: str, text: str) -> range:
     try:
         if "-" not in part:
@@ -190,14 +232,15 @@ def _align_up(value: int, align: int) -> int:
     return max(align, (value + align - 1) // align * align)
 
 
-def specs_for(problem_list: list[Problem], num_sms: int,
-              arch: str) -> dict[KernelSpec, list[Problem]]:
-    """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves."""
+def specs_for(problem_list: list[Problem], num_sms: int, arch: str,
+              family: str | None = None) -> dict[KernelSpec, list[Problem]]:
+    """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves.
+    `family` forces a kernel family (e.g. the portable one); default: the arch's own."""
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:
         try:
             spec = select(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
-                          num_sms, arch)
+                          num_sms, arch, family=family)
         except ValueError as exc:
             raise ManifestError(f"no kernel for {problem}: {exc}") from exc
         served.setdefault(spec, []).append(problem)

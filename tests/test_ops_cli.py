@@ -1,0 +1,517 @@
+"""What an ops engineer running `dgemm-cache` on a cluster meets (issue 16): honest exit codes
+when Redis cannot be filled, a prompt Ctrl-C, configuration checked before any work, mistakes
+refused, messages instead of tracebacks, readable prewarm output, -v and --dry-run.
+
+Real redis-servers (tests/redis_server.py, with an ACL user where a password matters), real
+`dgemm-cache` subprocesses where a signal or a closed pipe is the point (each under a
+timeout), and the trivial test kernels (conftest's `test_kernels`) for compiles.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from dgemm import cli
+from dgemm.jit import env
+from dgemm.jit.tiers import DiskTier
+from dgemm.jobs import manifest, prewarm
+from redis_server import RedisServer, free_port, make_entry_blob, redis_server  # noqa: F401
+
+REPO = Path(__file__).resolve().parent.parent
+KEY_A, KEY_B = "a1" * 32, "b2" * 32
+SMALL_MANIFEST = {"dense": {"m": [1, 32, 65, 128], "nk": [[256, 512], [512, 512]]}}
+
+
+@pytest.fixture
+def shapes(tmp_path) -> Path:
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(SMALL_MANIFEST))
+    return path
+
+
+@pytest.fixture
+def cache(fresh_dgemm_cache, test_kernels, monkeypatch) -> Path:
+    """An empty cache dir, compiling the trivial test kernels, outside torchrun."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "2")
+    return fresh_dgemm_cache
+
+
+@pytest.fixture
+def password_redis(tmp_path):
+    """A redis-server that only the ACL user alice (password 's3cret') may use."""
+    server = RedisServer(tmp_path / "acl-redis", user=("alice", "s3cret")).start()
+    yield server
+    server.stop()
+
+
+def n_specs() -> int:
+    return len(manifest.specs_for(manifest.problems(SMALL_MANIFEST), 132, "sm_90a"))
+
+
+def cli_run(capsys, *argv) -> tuple:
+    """(exit status, stdout, stderr) of `dgemm-cache argv...` run in process."""
+    status = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def prewarm_json(capsys, shapes, *extra) -> tuple:
+    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--jobs", "2",
+                               "--no-progress", "--json", *extra)
+    return status, json.loads(out), err
+
+
+def entries_in(directory: Path) -> list:
+    return sorted(directory.rglob("*.kbin"))
+
+
+def redis_keys(server, **client_options) -> set:
+    client = server.client()
+    return {key.decode() for key in client.keys("dgemm:entry:*")}
+
+
+def dgemm_cache_process(*argv, env_extra=None, **popen) -> subprocess.Popen:
+    environment = dict(os.environ, PYTHONPATH=str(REPO), **(env_extra or {}))
+    return subprocess.Popen([sys.executable, "-m", "dgemm.cli", *map(str, argv)], cwd=REPO,
+                            env=environment, **popen)
+
+
+# ------------------------------------------------------------------------------------------------
+# Defect 1: prewarm says how much reached Redis, and exits 3 when it could not fill it
+# ------------------------------------------------------------------------------------------------
+def test_prewarm_against_a_down_redis_compiles_locally_and_exits_3(capsys, cache, shapes,
+                                                                   monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
+    status, report, err = prewarm_json(capsys, shapes)
+    assert status == prewarm.EXIT_REMOTE == 3, err
+    assert report["compiled"] == report["specs_total"] == n_specs()
+    assert len(entries_in(cache)) == n_specs()                 # the local cache is filled
+    remote = report["remote_status"]
+    assert (remote["present"], remote["uploaded"], remote["missing"]) == (0, 0, n_specs())
+    assert "Connection refused" in remote["error"]
+    assert "is unavailable" in err and "exit 3" in err         # said up front, once
+    assert err.count("is unavailable") == 1
+
+
+def test_prewarm_with_a_wrong_or_missing_password_exits_3_and_says_so(capsys, cache, shapes,
+                                                                      password_redis,
+                                                                      monkeypatch):
+    port = password_redis.port
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://alice:Wr0ngPw@127.0.0.1:{port}/0")
+    status, report, err = prewarm_json(capsys, shapes)
+    assert status == 3 and report["remote_status"]["missing"] == n_specs()
+    assert "refused the user name or password" in report["remote_status"]["error"]
+    assert "Wr0ngPw" not in json.dumps(report) + err           # the password is never shown
+
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{port}/0")
+    status, report, err = prewarm_json(capsys, shapes)
+    assert status == 3 and report["compiled"] == 0             # cached locally by the 1st run
+    assert "Redis requires a password" in report["remote_status"]["error"]
+    assert "redis://user:password@host:port/db" in err
+    assert "HELLO must be called" not in err + json.dumps(report)
+    assert not redis_keys(password_redis)
+
+    # Fixed URL: the rerun compiles nothing and uploads everything the remote lacks.
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", password_redis.url)
+    status, report, _ = prewarm_json(capsys, shapes)
+    assert status == 0
+    assert (report["compiled"], report["remote_status"]["uploaded"]) == (0, n_specs())
+    assert len(redis_keys(password_redis)) == n_specs()
+
+
+def test_prewarm_verifies_at_the_end_that_redis_holds_every_kernel(capsys, cache, shapes,
+                                                                   redis_server, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, report, _ = prewarm_json(capsys, shapes)
+    assert status == 0
+    assert report["remote_status"] == {"kernels": n_specs(), "present": n_specs(),
+                                       "uploaded": 0, "missing": 0, "error": None}
+    assert {k["remote"] for k in report["kernels"]} == {"present"}
+    # Redis lost one (evicted, flushed): the next run finds it missing and puts it back.
+    lost = report["kernels"][0]["key"]
+    redis_server.client().delete(f"dgemm:entry:{lost}")
+    status, report, _ = prewarm_json(capsys, shapes)
+    assert status == 0 and report["remote_status"]["uploaded"] == 1
+    assert [k["key"] for k in report["kernels"] if k["remote"] == "uploaded"] == [lost]
+    assert len(redis_keys(redis_server)) == n_specs()
+
+
+def test_prewarm_into_a_full_redis_exits_3(capsys, cache, shapes, redis_server, monkeypatch):
+    redis_server.client().config_set("maxmemory", "1")         # noeviction: every write OOM
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, report, _ = prewarm_json(capsys, shapes)
+    assert status == 3, report["remote_status"]
+    assert report["remote_status"]["missing"] == n_specs()
+    assert "maxmemory" in report["remote_status"]["error"]
+
+
+def test_prewarm_report_text_shows_how_many_kernels_redis_holds(capsys, cache, shapes,
+                                                                redis_server, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
+    assert status == 0
+    assert f"{n_specs()} of {n_specs()} kernels there" in out
+
+
+# ------------------------------------------------------------------------------------------------
+# Defect 2: Ctrl-C and SIGTERM stop prewarm at once, with the partial report
+# ------------------------------------------------------------------------------------------------
+def _process_children(pid: int) -> set:
+    children = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                text = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2:].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                children.add(int(name))
+    return children
+
+
+def _alive(pids: set) -> set:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+@pytest.mark.parametrize("signum, expected", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_prewarm_within_seconds_with_the_partial_report(
+        tmp_path, cache, shapes, signum, expected):
+    marker = tmp_path / "compiling"
+    job = dgemm_cache_process(
+        "prewarm", "--manifest", shapes, "--jobs", "2", "--no-progress", "--json",
+        env_extra={"DGEMM_TEST_PAUSE": "compile:60", "DGEMM_TEST_PAUSE_MARKER": str(marker)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers = set()
+    try:
+        _wait_for(marker.exists, "a worker to start compiling")
+        workers = _process_children(job.pid)
+        assert workers
+        # As a terminal's Ctrl-C does: the whole process group (job and workers) gets it.
+        sent = time.monotonic()
+        os.killpg(job.pid, signum)
+        out, err = job.communicate(timeout=30)
+        took = time.monotonic() - sent
+        _wait_for(lambda: not _alive(workers), "the workers to end", timeout_s=10)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+        for pid in _alive(workers):
+            os.kill(pid, signal.SIGKILL)
+    assert job.returncode == expected, err
+    assert took < 10, f"prewarm took {took:.1f} s to stop"     # bound only; ~1 s in practice
+    assert "Traceback" not in err, err
+    report = json.loads(out)
+    assert report["interrupted"] == signal.Signals(signum).name
+    assert report["unfinished"] == n_specs() and report["compiled"] == 0
+    assert not entries_in(cache)
+
+
+# ------------------------------------------------------------------------------------------------
+# Defect 3: configuration checked once, before any work
+# ------------------------------------------------------------------------------------------------
+BAD_SETTINGS = [
+    ({"DGEMM_JIT_COMPILER": "foo"}, "DGEMM_JIT_COMPILER"),
+    ({"DGEMM_LOCK_TIMEOUT": "abc"}, "DGEMM_LOCK_TIMEOUT"),
+    ({"DGEMM_REMOTE_TIMEOUT": "soon"}, "DGEMM_REMOTE_TIMEOUT"),     # read without a remote too
+    ({"DGEMM_REMOTE_NAMESPACE": "a:b"}, "DGEMM_REMOTE_NAMESPACE"),
+    ({"DGEMM_FORCE_PORTABLE": "perhaps"}, "DGEMM_FORCE_PORTABLE"),
+    ({"DGEMM_JIT_COMPILER": "nvcc", "DGEMM_NVCC": "/nonexistent/nvcc"}, "DGEMM_NVCC"),
+    ({"DGEMM_CSRC_DIR": "/nonexistent/csrc"}, "DGEMM_CSRC_DIR"),
+]
+
+
+@pytest.mark.parametrize("settings, named", BAD_SETTINGS, ids=[n for _, n in BAD_SETTINGS])
+def test_prewarm_refuses_a_bad_setting_once_before_compiling(capsys, cache, shapes, monkeypatch,
+                                                             settings, named):
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    started = time.monotonic()
+    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
+    assert status == 2, err
+    message = [line for line in err.splitlines() if line.strip()]
+    assert len(message) == 1 and named in message[0], err
+    assert not entries_in(cache) and out == ""
+    assert time.monotonic() - started < 30          # no pool of workers was started
+
+
+@pytest.mark.parametrize("command", [["stats"], ["ls"], ["verify"], ["push"], ["export", "x.tar"],
+                                     ["pull"], ["sync", "--once"], ["gc", "--dry-run"]])
+def test_every_command_reads_every_setting_before_working(capsys, cache, monkeypatch, command):
+    monkeypatch.setenv("DGEMM_LOCK_TIMEOUT", "abc")
+    status, _, err = cli_run(capsys, *command)
+    assert status == 2 and "DGEMM_LOCK_TIMEOUT='abc'" in err
+
+
+def test_a_cache_dir_that_is_a_file_is_refused_before_compiling(capsys, cache, shapes, tmp_path,
+                                                                monkeypatch):
+    not_a_dir = tmp_path / "oops"
+    not_a_dir.write_text("a file")
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(not_a_dir))
+    for argv in (["prewarm", "--manifest", shapes, "--no-progress"], ["stats"], ["pull"]):
+        status, _, err = cli_run(capsys, *argv)
+        assert status == 2, (argv, err)
+        assert str(not_a_dir) in err and "DGEMM_CACHE_DIR" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_cache_dir_others_can_write_is_refused_before_compiling(capsys, cache, shapes,
+                                                                  tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(shared))
+    status, _, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
+    assert status == 2 and "chmod 700" in err
+    assert not entries_in(shared)
+
+
+def test_an_unknown_dgemm_variable_is_named_as_a_likely_typo(capsys, cache, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHES", "redis://elsewhere:6379/0")
+    status, _, err = cli_run(capsys, "stats")
+    assert status == 0 and "DGEMM_REMOTE_CACHES is not a dgemm setting" in err
+
+
+def test_env_knows_every_dgemm_variable_the_package_reads():
+    source = "".join(path.read_text() for path in (REPO / "dgemm").rglob("*.py"))
+    read = set(re.findall(r"\"(DGEMM_[A-Z_]+)\"", source)) - {"DGEMM_REMOTE_"}
+    assert read <= set(env.KNOWN_VARIABLES), read - set(env.KNOWN_VARIABLES)
+
+
+# ------------------------------------------------------------------------------------------------
+# Defect 4: mistakes refused
+# ------------------------------------------------------------------------------------------------
+def test_prewarm_arch_sm_90_without_portable_is_refused_with_the_likely_fix(capsys, cache,
+                                                                            shapes):
+    status, _, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--arch", "sm_90",
+                             "--no-progress")
+    assert status == 2 and "did you mean --arch sm_90a" in err and "--portable" in err
+
+
+def test_prewarm_portable_builds_what_force_portable_runs_on_hopper(capsys, cache, shapes):
+    status, report, _ = prewarm_json(capsys, shapes, "--arch", "sm_90", "--portable",
+                                     "--dry-run")
+    assert status == 0
+    assert {k["spec"]["kernel"] for k in report["kernels"]} == {"fp8_gemm_portable"}
+    _, on_hopper, _ = prewarm_json(capsys, shapes, "--arch", "sm_90a", "--portable",
+                                   "--dry-run")
+    assert [k["key"] for k in on_hopper["kernels"]] == [k["key"] for k in report["kernels"]]
+
+
+@pytest.mark.parametrize("arch", ["foo", "sm90a", "90a", "sm_90b"])
+def test_pull_refuses_an_arch_that_is_not_one(capsys, cache, redis_server, monkeypatch, arch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, _, err = cli_run(capsys, "pull", "--arch", arch, "--no-progress")
+    assert status == 2 and "--arch" in err and "sm_90a" in err
+
+
+def test_gc_on_a_mistyped_cache_dir_is_refused(capsys, cache, tmp_path):
+    status, _, err = cli_run(capsys, "gc", "--cache-dir", tmp_path / "dgemm-cahce")
+    assert status == 2 and "no dgemm cache at" in err and "does not exist" in err
+
+
+def test_stats_on_a_cache_not_created_yet_says_so(capsys, cache):
+    status, out, _ = cli_run(capsys, "stats")
+    assert status == 0 and "no cache yet" in out
+
+
+# ------------------------------------------------------------------------------------------------
+# Defect 5: no raw tracebacks, messages that name the problem
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["stats", "ls"])
+def test_a_reader_that_left_ends_the_command_quietly(cache, command):
+    disk = DiskTier(cache)
+    for index in range(300):                # ls prints more than a pipe holds
+        key = f"{index:064x}"
+        disk.put_blob(key, make_entry_blob(key))
+    read_end, write_end = os.pipe()
+    os.close(read_end)                      # `| head -1` that has already exited
+    try:
+        job = dgemm_cache_process(command, stdout=write_end, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == cli.EXIT_STDOUT_CLOSED == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def _tampered_bundle(source: Path, target: Path, key: str) -> None:
+    with tarfile.open(source) as original, tarfile.open(target, "w") as tampered:
+        for member in original.getmembers():
+            data = original.extractfile(member).read()
+            if member.name == f"entries/{key}.kbin":
+                data = data[:-1] + bytes([data[-1] ^ 1])
+            tampered.addfile(member, io.BytesIO(data))
+
+
+def test_import_names_each_refused_kernel_and_the_reason(capsys, cache, tmp_path, monkeypatch):
+    disk = DiskTier(cache)
+    disk.put_blob(KEY_A, make_entry_blob(KEY_A))
+    disk.put_blob(KEY_B, make_entry_blob(KEY_B))
+    cli_run(capsys, "export", tmp_path / "good.tar", "--no-progress")
+    _tampered_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
+    status, out, _ = cli_run(capsys, "import", tmp_path / "bad.tar")
+    assert status == 1 and "1 refused" in out
+    refused = [line for line in out.splitlines() if "refused " + KEY_B[:12] in line]
+    assert len(refused) == 1, out
+    assert "fp8_gemm normal n=4096 k=7168 sm_90a" in refused[0]
+    assert "sha256 differs" in refused[0]
+
+    monkeypatch.setenv("DGEMM_CACHE_SECRET", "s3cret")
+    status, out, _ = cli_run(capsys, "import", tmp_path / "good.tar", "--json")
+    report = json.loads(out)
+    assert status == 1 and {r["key"] for r in report["refusals"]} == {KEY_A, KEY_B}
+    assert all("unsigned" in r["reason"] for r in report["refusals"])
+
+
+@pytest.mark.parametrize("command", [["push", "--no-progress"], ["stats"]])
+def test_a_missing_redis_password_is_explained_not_quoted(capsys, cache, password_redis,
+                                                          monkeypatch, command):
+    DiskTier(cache).put_blob(KEY_A, make_entry_blob(KEY_A))
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{password_redis.port}/0")
+    status, out, err = cli_run(capsys, *command)
+    assert status == 3
+    assert "Redis requires a password" in out + err
+    assert "redis://user:password@host:port/db" in out + err
+    assert "HELLO must be called" not in out + err
+
+
+@pytest.mark.parametrize("command", [["push", "--no-progress"], ["stats"],
+                                     ["pull", "--no-progress"]])
+def test_commands_against_a_down_redis_do_not_talk_of_compiling(cache, command):
+    DiskTier(cache).put_blob(KEY_A, make_entry_blob(KEY_A))
+    job = dgemm_cache_process(*command, env_extra={
+        "DGEMM_REMOTE_CACHE": f"redis://127.0.0.1:{free_port()}/0"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 3, err
+    assert "unavailable" in out + err
+    assert "locally" not in out + err and "compil" not in out + err
+
+
+def test_the_walk_says_it_builds_locally_when_redis_is_down(cache, spec, monkeypatch, caplog):
+    import dgemm.jit
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
+    with caplog.at_level(logging.WARNING, logger="dgemm.remote"):
+        dgemm.jit.ensure_compiled(spec)
+    text = caplog.text
+    assert "is unavailable" in text and "not trying it again" in text
+    assert f"building {dgemm.jit.ensure_compiled(spec)[:12]} locally" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# Prewarm output under torchrun, -v and --dry-run
+# ------------------------------------------------------------------------------------------------
+def test_m_values_print_as_ranges_that_parse_back():
+    values = list(range(1, 257)) + [512] + list(range(1024, 8193, 1024))
+    text = manifest.format_m_values(values)
+    assert text == "1-256, 512, 1024-8192:1024"
+    assert manifest.parse_m_range(text) == values
+    for values in ([1], [5, 9], [5, 6], [400, 512, 640, 768], [1, 3, 5, 6, 7, 100]):
+        assert manifest.parse_m_range(manifest.format_m_values(values)) == sorted(values)
+
+
+def test_prewarm_kernel_lines_show_m_as_ranges(capsys, cache, shapes):
+    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--m-range",
+                             "1-2048,4096-16384:1024", "--no-progress")
+    assert status == 0
+    kernel_lines = [line for line in out.splitlines() if "(M " in line]
+    assert kernel_lines and max(len(line) for line in kernel_lines) < 200, out
+    assert any(re.search(r"\(M [^)]*\d+-\d+", line) for line in kernel_lines)
+
+
+def test_under_torchrun_every_line_names_the_rank(capsys, cache, shapes, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    status, out, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    assert status == 0
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert lines and all(line.startswith("[rank 1/2] ") for line in lines), out + err
+
+
+def test_verbose_prewarm_tells_per_kernel_which_tier_answered(capsys, cache, shapes,
+                                                              redis_server, monkeypatch):
+    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    assert status == 0
+    assert err.count("compiled in") == n_specs() and f"[{n_specs()}/{n_specs()}]" in err
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    assert status == 0
+    assert err.count("cached on local disk") == n_specs()
+    assert err.count("uploaded to the remote cache") == n_specs()
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache.parent / "second-node"))
+    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    assert status == 0 and err.count("downloaded from the remote cache") == n_specs()
+
+
+def test_verbose_pull_logs_each_kernel(capsys, cache, redis_server, monkeypatch, caplog):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache.parent / "other-node"))
+    other = DiskTier(cache.parent / "other-node")
+    other.put_blob(KEY_A, make_entry_blob(KEY_A, arch="sm_90a"))
+    other.put_blob(KEY_B, make_entry_blob(KEY_B, arch="sm_80"))
+    cli_run(capsys, "push", "--no-progress")
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache))
+    with caplog.at_level(logging.INFO, logger="dgemm.sync"):
+        status, _, _ = cli_run(capsys, "-v", "pull", "--arch", "sm_90a", "--any-compiler",
+                               "--no-progress")
+    assert status == 0
+    lines = [record.getMessage() for record in caplog.records if record.name == "dgemm.sync"]
+    assert any(line.startswith(f"pull {KEY_A[:12]}: downloaded") for line in lines), lines
+    assert any(line.startswith(f"pull {KEY_B[:12]}: skipped") and "sm_80" in line
+               and "not arch sm_90a" in line for line in lines), lines
+
+
+def test_dry_run_lists_the_kernels_and_where_each_is_cached_compiling_nothing(
+        capsys, cache, shapes, redis_server, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
+    status, before, _ = prewarm_json(capsys, shapes, "--dry-run")
+    assert status == 0 and before["to_compile"] == before["specs_in_shard"] == n_specs()
+    assert not entries_in(cache) and not redis_keys(redis_server)
+    assert all(k["m_values"] and k["local"] is False and k["remote"] is False
+               for k in before["kernels"])
+    _, compiled, _ = prewarm_json(capsys, shapes)
+    status, after, _ = prewarm_json(capsys, shapes, "--dry-run")
+    assert status == 0 and after["to_compile"] == 0
+    assert all(k["local"] and k["remote"] for k in after["kernels"])
+    assert {k["key"] for k in after["kernels"]} == {k["key"] for k in compiled["kernels"]}
+
+
+def test_dry_run_text_and_a_down_redis(capsys, cache, shapes, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
+    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--dry-run")
+    assert status == 3
+    assert "unavailable" in out and f"{n_specs()} to compile" in out
+    assert not entries_in(cache)
