@@ -10,13 +10,15 @@ callable, a `describe` callable for the meta hash, an `events` callback for coun
     errors.py          CacheServiceError, RemoteUnavailable (RemoteFull, DamagedKey),
                        UnexpectedReply, LeaseNotOwnedError, BuildFailed
     settings.py        RemoteSettings (timeouts, lease TTL, waits, entry and failure TTLs)
-    client.py          a redis-py client from a URL, every call bounded, every connection
-                       checked to be Redis; `check_url(url)`, `redact(url)`
+    client.py          a redis-py client from a URL (redis://, rediss://, unix://, or
+                       redis+sentinel:// through Sentinel), every call bounded, every
+                       connection checked to be Redis; `check_url(url)`, `redact(url)`
     replies.py         checks on replies (UnexpectedReply) and key types (DamagedKey)
     namespace.py       every Redis key name under one prefix
     lua.py             Lua scripts run by SHA
     store.py           EntryStore: fetch, store, discard, list (one round trip each; reads
-                       never depend on writes)
+                       never depend on writes); scan_entries, evict (fenced), clear for
+                       housekeeping
     lease.py           Lease (SET PX when free, fenced renew/publish/fail/release), Renewer
     notifications.py   bounded waits on pub/sub channels
     breaker.py         CircuitBreaker

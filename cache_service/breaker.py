@@ -75,8 +75,9 @@ class CircuitBreaker:
                 self._record_success()
                 self._warn_full(error)
                 raise RemoteFull(f"{self.name}: {error}", cause=error) from error
-            self._record_failure(error)
-            raise RemoteUnavailable(f"{self.name}: {_describe(error)}", cause=error) from error
+            opened = self._record_failure(error)
+            raise RemoteUnavailable(f"{self.name}: {_describe(error)}", cause=error,
+                                    opened_circuit=opened) from error
         except BaseException:
             self._end_probe(probe)
             raise
@@ -102,7 +103,8 @@ class CircuitBreaker:
     def _cooled_down(self) -> bool:
         return self._clock() - self._opened_at >= self.cooldown_s
 
-    def _record_failure(self, error: BaseException) -> None:
+    def _record_failure(self, error: BaseException) -> bool:
+        """Open the breaker; True when it was closed until now (the outage is logged once)."""
         with self._lock:
             was_closed = self._state == CLOSED
             self._state, self._opened_at, self._probing = OPEN, self._clock(), False
@@ -113,6 +115,7 @@ class CircuitBreaker:
                            "for %g s", self.name, _describe(error), self.cooldown_s)
         else:
             logger.debug("dgemm: remote cache %s still unavailable (%s)", self.name, error)
+        return was_closed
 
     def _record_success(self) -> None:
         with self._lock:

@@ -8,14 +8,20 @@
     <ns>:meta            hash: key -> small JSON (the application's `describe`, plus size)
     <ns>:counters        hash of cluster-wide counters (hits, misses, publishes, failures)
 
-A single Redis (or a primary with replicas) is assumed; scripts touch several of these keys at
-once, which Redis Cluster would only allow if they shared a hash slot.
+A single Redis (or a primary with replicas, possibly behind Sentinel) is assumed; scripts touch
+several of these keys at once, which Redis Cluster would only allow if they shared a hash slot.
+`kind_of(name)` tells which of these a Redis key is (None for any other name under the prefix),
+so housekeeping that SCANs the namespace deletes only what the cache wrote.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 
 NOTIFY_PATTERN_SUFFIX = ":notify:*"
+# Each kind of key the cache writes, by the part of its name after "<ns>:".
+_PER_KEY_KINDS = ("entry", "lease", "fail")
+_SINGLE_KINDS = ("index", "meta", "counters")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,3 +59,33 @@ class Namespace:
     @property
     def counters(self) -> str:
         return f"{self.prefix}:counters"
+
+    # --- finding this namespace's keys (SCAN) ------------------------------------------------
+    def _glob(self, suffix: str) -> str:
+        """A SCAN MATCH pattern: the prefix with glob characters escaped, then `suffix`."""
+        return re.sub(r"([\\*?\[\]])", r"\\\1", self.prefix) + suffix
+
+    @property
+    def entry_pattern(self) -> str:
+        """SCAN MATCH pattern of every entry blob's key."""
+        return self._glob(":entry:*")
+
+    @property
+    def any_pattern(self) -> str:
+        """SCAN MATCH pattern of every key under the prefix (some may be another program's)."""
+        return self._glob(":*")
+
+    def key_of_entry(self, name: str) -> str:
+        """The cache key of an entry blob's Redis key (`entry(key)` -> key)."""
+        return name[len(self.prefix) + len(":entry:"):]
+
+    def kind_of(self, name: str):
+        """"entry", "lease", "fail", "index", "meta" or "counters" for a Redis key this
+        namespace writes; None for any other name, which is never this cache's to delete."""
+        if not name.startswith(self.prefix + ":"):
+            return None
+        rest = name[len(self.prefix) + 1:]
+        if rest in _SINGLE_KINDS:
+            return rest
+        kind, sep, key = rest.partition(":")
+        return kind if kind in _PER_KEY_KINDS and sep and key and ":" not in key else None

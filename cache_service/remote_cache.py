@@ -114,9 +114,9 @@ class RemoteCache:
         try:
             outcome = self._download_or_claim(key)
         except RemoteUnavailable as error:
-            if error.cause is not None:     # a real failure, not the breaker's quiet refusal
-                logger.warning("dgemm: building %s locally; it is uploaded once the remote "
-                               "cache answers again", key[:12])
+            if error.opened_circuit:        # once per outage, beside the breaker's warning
+                logger.warning("dgemm: building %s (and what else is missing) locally until "
+                               "the remote cache answers again; then it is uploaded", key[:12])
             value, blob = build()
             self._remember_upload(key, blob)
             return value, True

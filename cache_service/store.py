@@ -13,9 +13,16 @@ refuses writes, and must still serve what it holds. Scripts that write an entry 
 bookkeeping with `redis.pcall`, so an index, meta or counters key of the wrong type (someone
 SET it to a string) costs the listing of that entry, never the entry; the listings report such
 a key as DamagedKey, naming it and its repair.
+
+Housekeeping (`dgemm-cache gc --remote`, `clear --remote`): `scan_entries` lists every entry
+blob with its size and last use (SCAN in batches, never KEYS); `evict` removes one entry with
+its index and meta members in one script, only if it is unchanged since it was listed (same
+size, same last use), so an entry used or republished meanwhile survives; `clear` deletes the
+namespace's keys (SCAN + DEL in batches), leaving live leases to expire on their own.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -86,6 +93,37 @@ redis.pcall('HDEL', KEYS[3], ARGV[1])
 redis.pcall('HINCRBY', KEYS[4], 'refused', 1)
 return 1
 """)
+
+
+# Remove one entry for housekeeping, fenced on what the caller saw.
+# KEYS[1] entry, KEYS[2] index, KEYS[3] meta, KEYS[4] counters
+# ARGV[1] cache key, ARGV[2] the blob's size when listed, ARGV[3] its last use (unix ms) when
+# listed, or '' when the index had none
+# return: 1 when removed; 0 when the entry is gone, or was used or replaced since it was listed
+EVICT = LuaScript("""
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
+local used = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
+if type(used) == 'table' then return 0 end
+if ARGV[3] == '' then
+    if used then return 0 end
+elseif not used or tonumber(used) ~= tonumber(ARGV[3]) then
+    return 0
+end
+redis.call('DEL', KEYS[1])
+redis.pcall('ZREM', KEYS[2], ARGV[1])
+redis.pcall('HDEL', KEYS[3], ARGV[1])
+redis.pcall('HINCRBY', KEYS[4], 'evicted', 1)
+return 1
+""")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredEntry:
+    """One entry blob as listed by `scan_entries`."""
+    key: str
+    size: int                       # bytes of the blob
+    last_use_ms: Optional[float]    # the index's score; None when the index has no member
 
 
 def now_ms() -> int:
@@ -217,6 +255,71 @@ class EntryStore:
             pipe.hdel(self.ns.meta, *stale)
             pipe.execute()
         return len(stale)
+
+    # --- housekeeping ---------------------------------------------------------------------------
+    def scan_entries(self, batch: int = 500) -> Iterator[StoredEntry]:
+        """Every entry blob of the namespace with its size and last use: SCAN in batches, and
+        one pipelined round trip of STRLEN and ZSCORE per batch."""
+        names = []
+        for name in self.client.scan_iter(match=self.ns.entry_pattern, count=batch):
+            names.append(_member(name, "SCAN of the entries"))
+            if len(names) == batch:
+                yield from self._sizes_and_uses(names)
+                names = []
+        yield from self._sizes_and_uses(names)
+
+    def _sizes_and_uses(self, names: list) -> Iterator[StoredEntry]:
+        if not names:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.strlen(name)
+            pipe.zscore(self.ns.index, self.ns.key_of_entry(name))
+        answers = pipe.execute(raise_on_error=False)
+        for name, size, used in zip(names, answers[::2], answers[1::2]):
+            if isinstance(used, Exception):
+                if replies.is_wrongtype(used):
+                    raise replies.damaged(self.ns.index, "sorted set", INDEX_HOLDS, cause=used)
+                raise used
+            if isinstance(size, Exception):
+                if replies.is_wrongtype(size):      # not a blob: skip what we did not write
+                    logger.warning("dgemm: %s is not a string; not an entry of this cache", name)
+                    continue
+                raise size
+            if used is not None and not isinstance(used, float):
+                raise replies.unexpected("ZSCORE of the index", used, "a score or nil")
+            yield StoredEntry(self.ns.key_of_entry(name), replies.integer(size, "STRLEN"), used)
+
+    def evict(self, entry: StoredEntry) -> bool:
+        """Remove `entry` (blob, index and meta members) if it is still as listed: same size,
+        same last use. False when it is gone, or was used or replaced meanwhile."""
+        used = "" if entry.last_use_ms is None else repr(entry.last_use_ms)
+        return replies.flag(EVICT(self.client, [self.ns.entry(entry.key), self.ns.index,
+                                                self.ns.meta, self.ns.counters],
+                                  [entry.key, entry.size, used]),
+                            "evict script")
+
+    def clear(self, dry_run: bool = False, batch: int = 500) -> dict:
+        """Delete every key of the namespace (SCAN + DEL, `batch` at a time); {kind: count}
+        of what was (or, with dry_run, would be) deleted. Leases are kept and counted as
+        "lease": a node may be compiling under one, and they expire within their TTL. Keys
+        under the prefix that this cache does not write are left alone."""
+        found = {}
+        doomed = []
+        for raw in self.client.scan_iter(match=self.ns.any_pattern, count=batch):
+            name = _member(raw, "SCAN of the namespace")
+            kind = self.ns.kind_of(name)
+            if kind is None:
+                continue
+            found[kind] = found.get(kind, 0) + 1
+            if kind != "lease" and not dry_run:
+                doomed.append(name)
+                if len(doomed) == batch:
+                    self.client.delete(*doomed)
+                    doomed = []
+        if doomed:
+            self.client.delete(*doomed)
+        return found
 
     def counters(self) -> dict:
         with replies.key_of_type(self.ns.counters, "hash", COUNTERS_HOLDS):

@@ -1,14 +1,39 @@
 """dgemm: JIT-compiled FP8 GEMMs for NVIDIA GPUs (Hopper sm_90a kernel, portable sm_80+ kernel)
-with a kernel cache shared across a cluster. Importing needs neither a GPU nor libcuda."""
-from . import jit
-from .gemm import (fp8_gemm_nt, get_mk_alignment_for_contiguous_layout,
-                   m_grouped_fp8_gemm_nt_contiguous, m_grouped_fp8_gemm_nt_masked)
-from .utils import (calc_diff, ceil_div, get_mn_major_tma_aligned_tensor, get_num_sms,
-                    per_block_cast_to_fp8, per_token_cast_to_fp8, set_num_sms)
+with a kernel cache shared across a cluster. Importing needs neither a GPU nor libcuda.
 
-__all__ = [
-    "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
-    "get_mk_alignment_for_contiguous_layout", "per_token_cast_to_fp8", "per_block_cast_to_fp8",
-    "get_mn_major_tma_aligned_tensor", "set_num_sms", "get_num_sms", "ceil_div", "calc_diff",
-    "jit",
-]
+The public names below are imported on first use (PEP 562), so `import dgemm` and the
+`dgemm-cache` command (whose `--help` and `--version` must answer at once) do not pay for
+importing torch; `dgemm.fp8_gemm_nt`, `from dgemm import fp8_gemm_nt` and `from dgemm import *`
+work as if they had been imported eagerly.
+"""
+import importlib
+
+from ._version import __version__
+
+# public name -> the submodule that defines it
+_EXPORTS = {
+    "fp8_gemm_nt": "gemm", "m_grouped_fp8_gemm_nt_contiguous": "gemm",
+    "m_grouped_fp8_gemm_nt_masked": "gemm", "get_mk_alignment_for_contiguous_layout": "gemm",
+    "per_token_cast_to_fp8": "utils", "per_block_cast_to_fp8": "utils",
+    "get_mn_major_tma_aligned_tensor": "utils", "set_num_sms": "utils",
+    "get_num_sms": "utils", "ceil_div": "utils", "calc_diff": "utils",
+}
+# Submodules that `import dgemm` used to load as a side effect; still reachable as attributes.
+_SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels")
+
+__all__ = [*_EXPORTS, "jit", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value         # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))

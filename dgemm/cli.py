@@ -9,10 +9,19 @@
     dgemm-cache import FILE [--push]            verify a bundle into the local cache
     dgemm-cache sync [--arch A] [--once]        per-node daemon: push, pull, follow (SIGTERM)
     dgemm-cache prewarm ...                     compile a workload's kernels ahead of time
-    dgemm-cache gc ...                          keep the local cache within budget
+    dgemm-cache gc [--remote] ...               keep the local cache (or Redis) within budget
+    dgemm-cache clear [--remote --yes]          empty the local cache (or the Redis namespace)
+    dgemm-cache doctor [--json]                 print and check the effective settings
+                                                (alias: show-config)
+    dgemm-cache --version
 
 Configuration comes from the DGEMM_* environment (DGEMM_CACHE_DIR, DGEMM_REMOTE_CACHE,
-DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Exit status, for scripts:
+DGEMM_REMOTE_NAMESPACE, DGEMM_CACHE_SECRET, ...). Every subcommand also takes, before or after
+its name, `--cache-dir DIR` (for DGEMM_CACHE_DIR) and `--remote URL` (for DGEMM_REMOTE_CACHE;
+`--remote none`: no remote) for that one command. On ls, verify, export, gc and clear a bare
+`--remote` (or `--remote URL` after the subcommand) also makes Redis the cache they work on.
+`--help` and `--version` import neither torch nor redis, so they answer at once.
+Exit status, for scripts:
     0  success
     1  failure: some entry was bad, refused or could not be moved (see the report)
     2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
@@ -27,6 +36,7 @@ work: a bad one is one message and exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,15 +46,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import torch
-
 from cache_service.errors import CacheServiceError, RemoteUnavailable
-from dgemm import utils
+from dgemm import __version__
 from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import CacheDirError, CompileError, ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
-from dgemm.jobs import bundle, cleanup, prewarm, sync
+from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync
 from dgemm.jobs.cleanup import format_size
 from dgemm.jobs.manifest import ManifestError, check_arch
 from dgemm.progress import Progress
@@ -78,14 +86,15 @@ def main(argv: Optional[list] = None) -> int:
 def _run(args) -> int:
     """The command, with every error it may raise turned into a message and an exit status."""
     try:
-        preflight(args)
-        return args.handler(args)
+        with settings_from_options(args):
+            preflight(args)
+            return args.handler(args)
     except _USAGE_ERRORS as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
         return EXIT_USAGE
     except _RemoteMissing:
-        print("dgemm-cache: this command needs the remote cache; set DGEMM_REMOTE_CACHE, e.g. "
-              "redis://host:6379/0", file=sys.stderr)
+        print("dgemm-cache: this command needs the remote cache; set DGEMM_REMOTE_CACHE or "
+              "pass --remote URL, e.g. redis://host:6379/0", file=sys.stderr)
         return EXIT_NO_REMOTE
     except RemoteUnavailable as error:
         print(f"dgemm-cache: the remote cache (DGEMM_REMOTE_CACHE) is unavailable: {error}",
@@ -150,17 +159,101 @@ def preflight(args) -> None:
         raise ConfigError(str(error)) from error
 
 
+@contextlib.contextmanager
+def settings_from_options(args):
+    """`--cache-dir` and `--remote URL` become DGEMM_CACHE_DIR and DGEMM_REMOTE_CACHE for the
+    command (restored afterwards, for callers of `main` in process). Through the environment,
+    not a Settings argument, so that every reader sees them: the command's own Settings, the
+    jobs that read single variables, and prewarm's compile processes, which inherit it."""
+    changes = {}
+    if getattr(args, "cache_dir", None):
+        changes["DGEMM_CACHE_DIR"] = args.cache_dir
+    url = _remote_url_option(args)
+    if url is not None:
+        changes["DGEMM_REMOTE_CACHE"] = None if url == REMOTE_NONE else url
+    saved = {name: os.environ.get(name) for name in changes}
+    _set_environment(changes)
+    try:
+        yield
+    finally:
+        _set_environment(saved)
+
+
+def _remote_url_option(args) -> Optional[str]:
+    """The URL (or 'none') given by `--remote URL` after the subcommand, else before it. A
+    subcommand whose `--remote` also picks Redis as the cache to work on keeps a plain True
+    in args.remote for its body."""
+    if isinstance(getattr(args, "remote", None), str):
+        url, args.remote = args.remote, True
+        return url
+    return getattr(args, "remote_url", None)
+
+
+def _set_environment(values: dict) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+REMOTE_NONE = "none"
+# Subcommands whose `--remote` (bare) switches them from the local cache to Redis.
+_REMOTE_TARGETS = ("ls", "verify", "export", "gc", "clear")
+_TARGET_HELP = {
+    "ls": "list Redis instead of local disk", "verify": "verify Redis instead of disk",
+    "export": "export Redis instead of disk", "gc": "clean the Redis namespace instead of disk",
+    "clear": "empty the Redis namespace instead of disk (needs --yes)",
+}
+
+
+def _remote_url(text: str) -> str:
+    """argparse type of `--remote URL`: a Redis URL checked whole, or 'none'."""
+    if text.strip().lower() == REMOTE_NONE:
+        return REMOTE_NONE
+    from cache_service.client import EXPECTED_FORMS, check_url, redact
+    try:
+        check_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{redact(text)!r} is not a usable Redis URL "
+                                         f"({error}); expected {EXPECTED_FORMS}, or 'none' "
+                                         f"for no remote") from None
+    return text
+
+
+def _add_settings_options(parser: argparse.ArgumentParser, name: Optional[str]) -> None:
+    """-v, --cache-dir and --remote, on the top-level parser (name None) and on every
+    subcommand. Defaults are SUPPRESSed, so a subcommand that is not given one keeps the
+    value given before the subcommand."""
+    quiet = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbose", action="store_true", default=quiet if name else False,
+                        help="log progress at info level")
+    parser.add_argument("--cache-dir", metavar="DIR", default=quiet,
+                        help="the local cache for this command (instead of DGEMM_CACHE_DIR, "
+                             "default ~/.cache/dgemm)")
+    url_help = ("the Redis for this command, instead of DGEMM_REMOTE_CACHE; 'none' for no "
+                "remote")
+    if name in _REMOTE_TARGETS:
+        parser.add_argument("--remote", nargs="?", const=True, default=False, type=_remote_url,
+                            metavar="URL", help=f"{_TARGET_HELP[name]}; with URL, {url_help}")
+    else:
+        parser.add_argument("--remote", dest="remote_url", type=_remote_url, default=quiet,
+                            metavar="URL", help=url_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
         epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
                "130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at info level")
+    parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
+    _add_settings_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
+    def command(name: str, handler, help: str, aliases=()) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, aliases=list(aliases))
         sub.set_defaults(handler=handler)
+        _add_settings_options(sub, name)
         return sub
 
     stats = command("stats", cmd_stats, "entries and bytes per tier, and the cluster counters")
@@ -170,12 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print Prometheus text format (for a node exporter's textfile)")
 
     ls = command("ls", cmd_ls, "list cached kernels")
-    ls.add_argument("--remote", action="store_true", help="list Redis instead of local disk")
     ls.add_argument("--json", action="store_true", help="print JSON")
 
     verify = command("verify", cmd_verify, "verify every entry (digest, key, HMAC with a "
                                            "secret) and remove the bad ones")
-    verify.add_argument("--remote", action="store_true", help="verify Redis instead of disk")
     verify.add_argument("--dry-run", action="store_true", help="report only; remove nothing")
     _add_output_flags(verify)
 
@@ -188,7 +279,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = command("export", cmd_export, "write every verified entry into one bundle file")
     export.add_argument("file", help="bundle to write (a tar file)")
-    export.add_argument("--remote", action="store_true", help="export Redis instead of disk")
     _add_output_flags(export)
 
     imports = command("import", cmd_import, "verify a bundle's entries into the local cache")
@@ -208,9 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, job, help in (("prewarm", prewarm, "compile a workload's kernels ahead of time, "
                                                   "without a GPU"),
-                            ("gc", cleanup, "keep the local cache healthy and within budget")):
+                            ("gc", cleanup, "keep the local cache (or, with --remote, the Redis "
+                                            "namespace) healthy and within budget"),
+                            ("clear", clear, "remove every entry of the local cache (or, with "
+                                             "--remote --yes, every key of the Redis "
+                                             "namespace)")):
         sub = command(name, lambda args, job=job: job.run(args), help)
         job.add_arguments(sub)
+    sub = command("doctor", doctor.run, "print the effective settings and check them (cache "
+                                        "dir, remote, compiler, GPU)", aliases=["show-config"])
+    doctor.add_arguments(sub)
     return parser
 
 
@@ -476,6 +573,9 @@ def _match(args, settings: env.Settings):
 
 def _this_node_arch() -> str:
     """The arch dgemm compiles for on this node's first GPU; sm_90a on a GPU-less host."""
+    import torch                    # here, not at the top: `--help` must not import torch
+
+    from dgemm import utils
     if not torch.cuda.is_available():
         return "sm_90a"
     return utils.arch_for_capability(*torch.cuda.get_device_capability(0))

@@ -2,21 +2,28 @@
 
     server = RedisServer(tmp_path).start()
     server.url            redis://127.0.0.1:<port>/0
+                          (unix_socket=True: unix://<tmp_path>/redis.sock, no port to race for)
     server.pause()        SIGSTOP: connections are accepted by the kernel, nothing answers
     server.resume()       SIGCONT
     server.kill()         SIGKILL
     server.restart()      a fresh, empty server on the same port
+    server.fill_up()      full: every write refused (maxmemory, noeviction), reads still served
+
+NotRedis: a server that speaks Redis's protocol but is not Redis (answers given by the test).
+tools/cache_probe.py uses both classes too (it puts tests/ on sys.path).
 
 Fixture: `redis_server` (one per test). Import it into a test module with
 `from redis_server import redis_server  # noqa: F401` (pytest puts tests/ on sys.path).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -33,14 +40,29 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int = 0, user: tuple = None, tls: bool = False):
+    def __init__(self, directory: Path, port: int = 0, user: tuple = None, tls: bool = False,
+                 unix_socket: bool = False, args: tuple = ()):
         """`user=(name, password)`: only that ACL user may connect (the default user is off).
-        `tls=True`: TLS only, with a self-signed certificate for 127.0.0.1 (needs openssl)."""
+        `tls=True`: TLS only, with a self-signed certificate for 127.0.0.1 (needs openssl).
+        `unix_socket=True`: a unix socket in `directory` instead of a port (not with tls).
+        `args`: more redis-server arguments, e.g. ("--maxmemory", "8mb")."""
+        if tls and unix_socket:
+            raise ValueError("redis-server speaks TLS on a port only: pass tls or unix_socket")
         self.directory = Path(directory)
-        self.port = port or free_port()
+        self.unix_socket = unix_socket
+        self.port = 0 if unix_socket else port or free_port()
         self.user = user
         self.tls = tls
+        self.extra_args = tuple(args)
         self.process = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / "redis.sock"
+
+    @property
+    def address(self) -> str:
+        return str(self.socket_path) if self.unix_socket else f"port {self.port}"
 
     @property
     def ca_file(self) -> Path:
@@ -49,6 +71,8 @@ class RedisServer:
     @property
     def url(self) -> str:
         credentials = f"{self.user[0]}:{self.user[1]}@" if self.user else ""
+        if self.unix_socket:
+            return f"unix://{credentials}{self.socket_path}"
         if self.tls:
             return f"rediss://{credentials}127.0.0.1:{self.port}/0?ssl_ca_certs={self.ca_file}"
         return f"redis://{credentials}127.0.0.1:{self.port}/0"
@@ -67,7 +91,10 @@ class RedisServer:
         if self.user:
             args += ["--user", "default", "off",
                      "--user", self.user[0], "on", ">" + self.user[1], "~*", "&*", "+@all"]
-        return args
+        if self.unix_socket:
+            # 777: the probe's ranks that run as another uid connect too.
+            args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "777"]
+        return args + list(self.extra_args)
 
     def _make_certificate(self) -> None:
         if not self.ca_file.exists():
@@ -95,7 +122,7 @@ class RedisServer:
             except redis.RedisError:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start "
+                raise RuntimeError(f"redis-server on {self.address} did not start "
                                    f"(exit code {self.process.poll()})")
             time.sleep(0.02)
 
@@ -118,12 +145,103 @@ class RedisServer:
     def stop(self) -> None:
         self.kill()
 
+    def fill_up(self) -> None:
+        """Make it refuse every write as a full Redis does under its default policy, noeviction,
+        while it keeps (and serves) what it holds: 4 MB of filler, then maxmemory 2 MB below
+        the memory in use, so that no write fits, whatever its size."""
+        client = self.client()
+        for number in range(40):
+            client.set(f"filler:{number}", b"x" * 100_000)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", client.info("memory")["used_memory"] - 2_000_000)
+        try:
+            client.set("filler:one-more", b"x")
+        except redis.exceptions.OutOfMemoryError:
+            return
+        raise RuntimeError(f"redis-server on {self.address} still takes writes past maxmemory")
+
 
 @pytest.fixture
 def redis_server(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
     yield server
     server.stop()
+
+
+# --- a server that speaks Redis's protocol but is not Redis ------------------------------------
+class NotRedis:
+    """A server in threads that reads Redis commands (RESP arrays, pipelined or not, or inline
+    commands) and answers each as a misconfigured proxy or another service would: with
+    `answer(command)` (the command as a list of bytes) where `answer` is a function, else with
+    the next of the replies in the list `answer`, in a cycle that starts over on each connection.
+
+        NotRedis(answer)                      on a free 127.0.0.1 port
+        NotRedis(answer, unix_socket=path)    on a unix socket at `path`
+        server.url, server.commands (commands answered), server.close()
+    """
+
+    def __init__(self, answer, unix_socket: Path = None):
+        self.answer = answer
+        self.commands = 0
+        self.unix_socket = unix_socket
+        if unix_socket is None:
+            self._listener = socket.create_server(("127.0.0.1", 0))
+        else:
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._listener.bind(str(unix_socket))
+            self._listener.listen(64)
+        self._connections = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        if self.unix_socket is not None:
+            return f"unix://{self.unix_socket}"
+        return f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self._connections.append(connection)
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer_of_one_connection(self):
+        if callable(self.answer):
+            return self.answer
+        replies = itertools.cycle(self.answer)
+        return lambda command: next(replies)
+
+    def _answer(self, connection: socket.socket) -> None:
+        answer = self._answer_of_one_connection()
+        try:
+            reader = connection.makefile("rb")
+            while True:
+                header = reader.readline()
+                if not header:
+                    return
+                command = header.split()                # an inline command
+                if header.startswith(b"*"):             # an array of bulk strings
+                    command = []
+                    for _ in range(int(header[1:])):
+                        length = int(reader.readline()[1:])
+                        command.append(reader.read(length + 2)[:-2])
+                self.commands += 1
+                connection.sendall(answer(command))
+        except (OSError, ValueError):
+            return
+
+    def close(self) -> None:
+        for sock in [self._listener, *self._connections]:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)         # wakes the accept() and the readers
+            except OSError:
+                pass
+            sock.close()
+
+    kill = close        # the name RedisServer's callers (the probe's cleanup) use
 
 
 # --- entries to put into it -------------------------------------------------------------------

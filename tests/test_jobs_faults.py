@@ -648,21 +648,24 @@ def test_ls_verify_export_and_gc_go_on_past_a_crafted_entry(capsys, disk, tmp_pa
     assert not crafted.exists() and disk.get(KEY_A) is not None
 
 
-def test_ls_verify_and_gc_refuse_a_fifo_at_an_entry_path_without_hanging(disk, tmp_path):
+def test_ls_verify_export_and_gc_refuse_a_fifo_at_an_entry_path_without_hanging(disk, tmp_path):
     disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     fifo = disk.entry_path(KEY_B)
     fifo.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(fifo)
-    # One process runs the three commands (a blocking open would hang it: hence the timeout).
+    bundle = tmp_path / "bundle.tar"
+    # One process runs the four commands (a blocking open would hang it: hence the timeout).
     code = ("import sys\nfrom dgemm import cli\n"
             "codes = [cli.main(['ls']), cli.main(['verify', '--dry-run', '--no-progress']),\n"
+            f"         cli.main(['export', {str(bundle)!r}, '--no-progress']),\n"
             "         cli.main(['gc', '--max-age', 'none'])]\n"
             "print('codes', *codes)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                             text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert "Traceback" not in result.stderr, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "codes 0 1 0", result.stdout
-    assert not fifo.exists() and disk.get(KEY_A) is not None     # gc removed it as corrupt
+    assert result.stdout.strip().splitlines()[-1] == "codes 0 1 1 0", result.stdout   # export: 1 refused
+    assert bundle.is_file()
+    assert not fifo.exists() and disk.get(KEY_A) is not None     # removed as a bad entry
 
 
 def test_ls_and_stats_survive_unverified_headers_of_the_wrong_types(capsys, disk):

@@ -428,7 +428,8 @@ def test_the_walk_says_it_builds_locally_when_redis_is_down(cache, spec, monkeyp
         dgemm.jit.ensure_compiled(spec)
     text = caplog.text
     assert "is unavailable" in text and "not trying it again" in text
-    assert f"building {dgemm.jit.ensure_compiled(spec)[:12]} locally" in text
+    assert f"building {dgemm.jit.ensure_compiled(spec)[:12]} (and what else is missing) " \
+           f"locally" in text
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Faults of the remote tier from issue 15, each against a real server: a server that speaks
-Redis's protocol but is not Redis (a socket server in a thread), a full Redis (maxmemory,
+Redis's protocol but is not Redis (redis_server.NotRedis), a full Redis (maxmemory,
 noeviction), owners that die or whose publish fails (real subprocesses, a real redis-server),
 keys of the wrong type, and bad DGEMM_REMOTE_* settings."""
 from __future__ import annotations
@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 
 import dgemm.jit
 from cache_service.breaker import CLOSED, OPEN
@@ -31,7 +29,7 @@ from dgemm.jit import entry, env, remote
 from dgemm.jit.errors import CompileError, ConfigError
 from dgemm.jit.remote import RemoteTier
 from dgemm.jit.tiers import DiskTier
-from redis_server import make_entry_blob, redis_server  # noqa: F401
+from redis_server import NotRedis, make_entry_blob, redis_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 KEY, OTHER = "f1" * 32, "f2" * 32
@@ -66,57 +64,6 @@ def run_cli(capsys, *argv) -> tuple:
 # ================================================================================================
 # Defect 6: a server that speaks Redis's protocol but is not Redis
 # ================================================================================================
-class NotRedis:
-    """A TCP server that reads Redis commands (RESP arrays, pipelined or not) and answers each
-    with `answer(command)` (the command as a list of bytes), as a misconfigured proxy or
-    another service would."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.commands = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._connections = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self._listener.accept()
-            except OSError:
-                return
-            self._connections.append(connection)
-            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
-
-    def _answer(self, connection: socket.socket) -> None:
-        try:
-            reader = connection.makefile("rb")
-            while True:
-                header = reader.readline()
-                if not header:
-                    return
-                command = []
-                if header.startswith(b"*"):             # an array of bulk strings
-                    for _ in range(int(header[1:])):
-                        length = int(reader.readline()[1:])
-                        command.append(reader.read(length + 2)[:-2])
-                self.commands += 1
-                connection.sendall(self.answer(command))
-        except (OSError, ValueError):
-            return
-
-    def close(self) -> None:
-        for sock in [self._listener, *self._connections]:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-
-
 def always(reply: bytes):
     return lambda command: reply
 
@@ -162,8 +109,10 @@ def test_the_walk_compiles_locally_when_the_server_is_not_redis(not_redis, test_
         dgemm.jit.ensure_compiled(spec)
     assert dgemm.jit.stats()["compiles"] == 2 and not_redis.commands > 0
     assert remote.from_env().cache.breaker.state == OPEN
+    # One outage, said once: what failed (the breaker), and that the walk builds locally.
     warnings = remote_warnings(caplog)
-    assert len(warnings) == 1 and "really Redis" in warnings[0], warnings
+    assert len(warnings) == 2 and "really Redis" in warnings[0], warnings
+    assert "locally until the remote cache answers again" in warnings[1], warnings
 
 
 def test_every_remote_tier_operation_calls_a_server_that_is_not_redis_unavailable(not_redis):
@@ -190,8 +139,10 @@ def test_replies_redis_never_sends_open_the_breaker_and_the_build_runs_locally(
         built, here = tier.single_flight(key, lambda: entry_of(key))
         assert here is True and built.key == key
     assert tier.cache.breaker.state == OPEN
+    # One outage, said once: what failed (the breaker), and that the walk builds locally.
     warnings = remote_warnings(caplog)
-    assert len(warnings) == 1 and "really Redis" in warnings[0], warnings
+    assert len(warnings) == 2 and "really Redis" in warnings[0], warnings
+    assert "locally until the remote cache answers again" in warnings[1], warnings
 
 
 def test_listing_replies_redis_never_sends_are_remote_unavailable(not_redis_behind_ping):
@@ -219,21 +170,10 @@ def test_cli_commands_say_the_server_is_not_redis_and_exit_3(not_redis, capsys, 
 # ================================================================================================
 # Defect 7: a full Redis (maxmemory, noeviction) must still serve downloads
 # ================================================================================================
-def fill_to_maxmemory(client: redis.Redis) -> None:
-    """Make `client`'s server refuse writes as a full Redis does under its default policy:
-    noeviction, and data 2 MB beyond maxmemory (so that no write fits, whatever its size)."""
-    for number in range(40):
-        client.set(f"filler:{number}", b"x" * 100_000)
-    client.config_set("maxmemory-policy", "noeviction")
-    client.config_set("maxmemory", client.info("memory")["used_memory"] - 2_000_000)
-    with pytest.raises(redis.exceptions.OutOfMemoryError):
-        client.set("filler:one-more", b"x")
-
-
 def test_a_full_redis_serves_downloads_and_refuses_a_publish_cleanly(redis_server, caplog):
     caplog.set_level(logging.WARNING, logger="dgemm.remote")
     make_tier(redis_server.url).put(entry_of(KEY))
-    fill_to_maxmemory(redis_server.client())
+    redis_server.fill_up()
 
     tier = make_tier(redis_server.url)
     assert tier.get(KEY).key == KEY
@@ -256,7 +196,7 @@ def test_a_full_redis_still_gives_the_walk_its_kernels(redis_server, test_kernel
     published, missing = two_specs()
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "node0"))
     dgemm.jit.ensure_compiled(published)
-    fill_to_maxmemory(redis_server.client())
+    redis_server.fill_up()
 
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "node1"))
     dgemm.jit.state.reset()

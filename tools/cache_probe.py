@@ -5,7 +5,8 @@ disk and Redis tiers and the `dgemm-cache` command, and count what went wrong.
 
 CPU only, no GPU: ranks compile the trivial test kernels of tests/data/csrc (milliseconds a
 compile), so the fault, not the compiler, decides every trial. Needs redis-server on PATH and
-the dgemm under test importable (from a checkout: `PYTHONPATH=$PWD python tools/...`).
+the dgemm under test importable (from a checkout: `PYTHONPATH=$PWD python tools/...`); its Redis
+servers are the test suite's (tests/redis_server.py: redis-py and pytest).
 
 A trial runs real processes, each with a time bound, under one injected fault: "ranks" that
 walk the cache for a few specs (`dgemm.jit.ensure_compiled_outcome`, what a GPU rank does before
@@ -57,7 +58,6 @@ import random
 import resource
 import shutil
 import signal
-import socket
 import stat
 import struct
 import subprocess
@@ -67,9 +67,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))     # redis_server: the test suite's Redis servers
+if TYPE_CHECKING:
+    from redis_server import NotRedis, RedisServer
 REDIS_SERVER = shutil.which("redis-server")
 NOBODY = 65534                      # the "other local user" of the ownership trials (as root)
 SECRET = "probe-secret"             # DGEMM_CACHE_SECRET of the trials that set one
@@ -334,143 +337,16 @@ class Child:
 
 
 # ------------------------------------------------------------------------------------------------
-# Redis, real and fake
+# Redis, real and fake: the test suite's RedisServer (here on a unix socket: no port to race for)
+# and NotRedis, from tests/redis_server.py (imported where a trial needs one; main checks it)
 # ------------------------------------------------------------------------------------------------
-class RedisServer:
-    """A real redis-server on a unix socket (no port to race for), no persistence."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.socket = directory / "redis.sock"
-        self.process = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}"
-
-    def start(self) -> "RedisServer":
-        import redis
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", "0", "--unixsocket", str(self.socket),
-             "--unixsocketperm", "777", "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(redis.RedisError, OSError):
-                if self.client().ping():
-                    return self
-            time.sleep(0.01)
-        raise RuntimeError(f"redis-server did not start on {self.socket}")
-
-    def client(self):
-        import redis
-        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
-
-    def pause(self) -> None:
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.process.send_signal(signal.SIGCONT)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.kill()
-            self.process.wait(10)
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
-
-    def store(self, key: str, blob: bytes) -> None:
-        """Publish `blob` under `key` as a node would (blob, index and meta in one script)."""
-        from cache_service.namespace import Namespace
-        from cache_service.store import EntryStore
-        from dgemm.jit import entry as entry_format
-        EntryStore(self.client(), Namespace(), describe=entry_format.describe).store(key, blob)
-
-    def fill_to_the_brim(self) -> None:
-        """maxmemory 2 MiB above what it holds, noeviction (Redis's default policy), then 4 KiB
-        values until writes are refused: Redis is full (every write refused with OOM) but
-        holds, and could serve, everything it had."""
-        import redis
-        client = self.client()
-        client.config_set("maxmemory-policy", "noeviction")
-        client.config_set("maxmemory", client.info("memory")["used_memory"] + (2 << 20))
-        for index in range(100_000):
-            try:
-                client.set(f"junk:{index}", b"x" * 4096)
-            except redis.ResponseError:
-                return
-        raise RuntimeError("redis-server never reported OOM")
-
-
-class FakeRedis:
-    """Speaks Redis's protocol but is not Redis (a misconfigured proxy): answers every command
-    with the next of `replies`, e.g. b"+OK\\r\\n" or b":1\\r\\n"."""
-
-    def __init__(self, path: Path, replies: list):
-        self.path, self.replies = path, replies
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(path))
-        self._listener.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.path}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _serve(self, connection: socket.socket) -> None:
-        replies, pending = itertools.cycle(self.replies), b""
-        with connection:
-            while True:
-                try:
-                    data = connection.recv(65536)
-                except OSError:
-                    return
-                if not data:
-                    return
-                pending += data
-                while (end := _resp_command_end(pending)) is not None:
-                    pending = pending[end:]
-                    with contextlib.suppress(OSError):
-                        connection.sendall(next(replies))
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)   # wakes the accept()
-        self._listener.close()
-
-
-def _resp_command_end(buffer: bytes) -> Optional[int]:
-    """Length of the first complete command in `buffer` (a RESP array of bulk strings, or an
-    inline command), or None while it is incomplete."""
-    line = buffer.find(b"\r\n")
-    if line < 0:
-        return None
-    if not buffer.startswith(b"*"):
-        return line + 2
-    position = line + 2
-    for _ in range(int(buffer[1:line])):
-        line = buffer.find(b"\r\n", position)
-        if line < 0:
-            return None
-        position = line + 2 + int(buffer[position + 1:line]) + 2
-        if position > len(buffer):
-            return None
-    return position
+def publish(server, key: str, blob: bytes) -> None:
+    """Publish `blob` under `key` in `server` as a node would (blob, index and meta in one
+    script)."""
+    from cache_service.namespace import Namespace
+    from cache_service.store import EntryStore
+    from dgemm.jit import entry as entry_format
+    EntryStore(server.client(), Namespace(), describe=entry_format.describe).store(key, blob)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -497,8 +373,10 @@ class Lab:
         shutil.copytree(REPO / "csrc", self.csrc)
         shutil.copytree(REPO / "tests" / "data" / "csrc", self.csrc, dirs_exist_ok=True)
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["__main__", "dgemm", "dgemm.cli", "redis",
-                                             "cache_service.remote_cache"])
+        # dgemm.heuristics imports torch (`import dgemm` and dgemm.cli no longer do), which
+        # ranks and the pull/sync commands need: preloaded, a child costs no torch import.
+        self.context.set_forkserver_preload(["__main__", "dgemm", "dgemm.cli", "dgemm.heuristics",
+                                             "redis", "cache_service.remote_cache"])
         self.base_env = {name: value for name, value in os.environ.items()
                          if not name.startswith("DGEMM_")}
         self.base_env["DGEMM_CSRC_DIR"] = str(self.csrc)
@@ -604,12 +482,15 @@ class Trial:
         return child
 
     def redis(self, name: str = "redis") -> RedisServer:
-        server = RedisServer(self.dir / name)
+        from redis_server import RedisServer
+        server = RedisServer(self.dir / name, unix_socket=True)
         self._servers.append(self.lab.track(server))
         return server.start()
 
-    def fake_redis(self, replies: list) -> FakeRedis:
-        server = FakeRedis(self.dir / "fake.sock", replies)
+    def fake_redis(self, replies: list) -> NotRedis:
+        """A server that answers every command with the next of `replies`."""
+        from redis_server import NotRedis
+        server = NotRedis(replies, unix_socket=self.dir / "fake.sock")
         self._servers.append(self.lab.track(server))
         return server
 
@@ -1000,7 +881,7 @@ def _redis_holding(t: Trial, specs: list, secret: Optional[bytes] = None) -> Red
     """A Redis to which some node has already published the true entries of `specs`."""
     redis = t.redis()
     for index in specs:
-        redis.store(t.lab.truth[index].key, seal(t.lab.truth[index], secret))
+        publish(redis, t.lab.truth[index].key, seal(t.lab.truth[index], secret))
     return redis
 
 
@@ -1076,12 +957,25 @@ def redis_faults(t: Trial, variant: str) -> None:
     elif variant == "killed-before":
         redis = t.redis()
         redis.kill()
-        t.fault()
-        for node in ("a", "b"):
-            t.check_rank(t.rank(t.env(t.node(node), redis), specs), specs)
-        t.check_cli(t.cli(t.env(t.node("a"), redis), *_remote_command(t)), exits={0, 1, 3})
+        _nodes_serve_and_a_command_answers(t, redis, specs)
     else:
         _fault_mid_compile(t, variant, specs)
+
+
+def _nodes_serve_and_a_command_answers(t: Trial, server: RedisServer | NotRedis,
+                                       specs: list) -> None:
+    """The fault is in place: a rank on node a, then one on node b, serves the true cubins,
+    and a command that talks to `server` answers."""
+    t.fault()
+    for node in ("a", "b"):
+        t.check_rank(t.rank(t.env(t.node(node), server), specs), specs)
+    _check_remote_command(t, server)
+
+
+def _check_remote_command(t: Trial, server: RedisServer | NotRedis) -> None:
+    """A dgemm-cache command that talks to `server` exits 0, 1 or 3 (Redis unusable) without a
+    traceback."""
+    t.check_cli(t.cli(t.env(t.node("a"), server), *_remote_command(t)), exits={0, 1, 3})
 
 
 def _fault_mid_compile(t: Trial, variant: str, specs: list) -> None:
@@ -1102,7 +996,7 @@ def _fault_mid_compile(t: Trial, variant: str, specs: list) -> None:
     for child in ranks:
         t.check_rank(child, specs)
     t.check_rank(t.rank(t.env(t.node("c"), redis), specs, role="late"), specs)
-    t.check_cli(t.cli(t.env(t.node("a"), redis), *_remote_command(t)), exits={0, 1, 3})
+    _check_remote_command(t, redis)
     if variant == "stopped-mid-compile":
         redis.resume()
 
@@ -1110,19 +1004,17 @@ def _fault_mid_compile(t: Trial, variant: str, specs: list) -> None:
 def _full_redis(t: Trial, variant: str, specs: list) -> None:
     if variant == "full-holds-kernels":
         redis = _redis_holding(t, specs)
-        redis.fill_to_the_brim()
+        redis.fill_up()
         t.fault()
         ranks = [t.rank(t.env(t.node(node), redis), specs) for node in ("a", "b")]
         for child in ranks:
             t.check_rank(child, specs)
         t.check_compiles(ranks, at_most=0)
+        _check_remote_command(t, redis)
     else:
         redis = t.redis()
-        redis.fill_to_the_brim()
-        t.fault()
-        for node in ("a", "b"):
-            t.check_rank(t.rank(t.env(t.node(node), redis), specs), specs)
-    t.check_cli(t.cli(t.env(t.node("a"), redis), *_remote_command(t)), exits={0, 1, 3})
+        redis.fill_up()
+        _nodes_serve_and_a_command_answers(t, redis, specs)
 
 
 _FAKE_REPLIES = {"fake-ok": [b"+OK\r\n"], "fake-one": [b":1\r\n"], "fake-nil": [b"$-1\r\n"],
@@ -1130,11 +1022,7 @@ _FAKE_REPLIES = {"fake-ok": [b"+OK\r\n"], "fake-one": [b":1\r\n"], "fake-nil": [
 
 
 def _fake_redis(t: Trial, variant: str, specs: list) -> None:
-    fake = t.fake_redis(_FAKE_REPLIES[variant])
-    t.fault()
-    for node in ("a", "b"):
-        t.check_rank(t.rank(t.env(t.node(node), fake), specs), specs)
-    t.check_cli(t.cli(t.env(t.node("a"), fake), *_remote_command(t)), exits={0, 1, 3})
+    _nodes_serve_and_a_command_answers(t, t.fake_redis(_FAKE_REPLIES[variant]), specs)
 
 
 @family("redis-data", ("bitflip", "truncated", "header-100k-brackets", "other-spec-blob",
@@ -1219,7 +1107,7 @@ def stalled_owners(t: Trial, variant: str) -> None:
         redis.resume()
     else:
         owner.signal(signal.SIGSTOP)
-        redis.store(t.lab.truth[spec[0]].key, t.lab.truth[spec[0]].blob)
+        publish(redis, t.lab.truth[spec[0]].key, t.lab.truth[spec[0]].blob)
         t.check_rank(t.rank(t.env(t.node("a"), redis, **lease), spec, role="same-node"), spec)
     t.check_rank(t.rank(t.env(t.node("b"), redis, **lease), spec, role="other-node"), spec)
     owner.kill()
@@ -1535,6 +1423,13 @@ def main(argv: Optional[list] = None) -> int:
     except ImportError as error:
         print(f"cache_probe: cannot import dgemm ({error}); run from a checkout with "
               f"PYTHONPATH=$PWD", file=sys.stderr)
+        return 2
+    try:
+        import redis_server  # noqa: F401
+    except ImportError as error:
+        print(f"cache_probe: cannot import tests/redis_server.py ({error}); it needs redis-py "
+              f"and pytest (the test extra of pyproject.toml)",
+              file=sys.stderr)
         return 2
 
     os.umask(0o022)         # the cache dirs the probe makes are never writable by others

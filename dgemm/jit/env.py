@@ -143,9 +143,10 @@ def _read_secret_file(secret_file: str) -> bytes:
 
 # --- the remote tier (cache_service reads no environment: dgemm hands it these) ---------------
 def remote_cache() -> Optional[str]:
-    """DGEMM_REMOTE_CACHE: redis://, rediss:// or unix:// URL of the remote tier; None disables
-    it. The URL is checked whole here (scheme, port, a numeric database, query options), so a
-    typo is a ConfigError at the start instead of a silently different database."""
+    """DGEMM_REMOTE_CACHE: redis://, rediss://, unix:// or redis+sentinel:// URL of the remote
+    tier (cache_service.client lists the forms); None disables it. The URL is checked whole here
+    (scheme, port, a numeric database, query options), so a typo is a ConfigError at the start
+    instead of a silently different database."""
     url = get_str("DGEMM_REMOTE_CACHE")
     if url is None:
         return None

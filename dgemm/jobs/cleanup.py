@@ -19,6 +19,14 @@ file must still be the one that was judged (same inode, size and mtime), so an e
 or used in the meantime survives. `--dry-run` takes no lock and changes nothing; it reports what
 would go. Exit status: 0 on success (skips included), 1 when something could not be read or
 removed, 2 for bad arguments or a directory that is not a dgemm cache.
+
+`gc --remote` does the same housekeeping for the Redis namespace (`RemoteCleaner`): entries
+unused for longer than `--max-age` go, then the least recently used (the index's last-use
+scores) until the blobs fit in `--max-bytes`. Each removal is one script that deletes blob,
+index and meta members together, and only if the entry is unchanged since it was listed (same
+size, same last use): one used or republished meanwhile survives. An entry the index has no
+last use for (the index was deleted, e.g. to repair it) counts as used now: never expired,
+evicted last. Exit 3 when the remote is not configured or unreachable.
 """
 from __future__ import annotations
 
@@ -37,7 +45,7 @@ from pathlib import Path
 
 import filelock
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE = 0, 1, 2, 3
 REASONS = ("temp_file", "dead_lock", "corrupt", "other_compiler", "expired", "evicted")
 # A publish writes, fsyncs and renames its temp file within moments; a minute is far beyond
 # that, so no shorter --stale-after can make sense, and 0 would cut publishes off.
@@ -59,9 +67,7 @@ class CleanupError(ValueError):
 # Command line
 # ------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", metavar="DIR", default=None,
-                        help="the cache to clean (default: DGEMM_CACHE_DIR, else ~/.cache/dgemm); "
-                             "must be a dgemm cache (holding v1/) or empty")
+    """gc's own options; `--cache-dir` (and `dgemm-cache`'s `--remote`) come from the caller."""
     parser.add_argument("--max-bytes", type=parse_size, default=parse_size("10G"), metavar="SIZE",
                         help="evict least recently used entries down to this size, e.g. 500M, "
                              "10G, or 'none' (default 10G)")
@@ -70,9 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "12h, 30d, or 'none' (default 30d)")
     parser.add_argument("--stale-after", type=_stale_age, default=3600.0, metavar="AGE",
                         help="age after which temp files of dead writers and unheld lock files "
-                             "are removed, with a unit, at least 60s (default 1h)")
+                             "are removed, with a unit, at least 60s (default 1h; local only)")
     parser.add_argument("--keep-other-compilers", action="store_true",
-                        help="keep entries built by another compiler or compiler version")
+                        help="keep entries built by another compiler or compiler version "
+                             "(local only: the remote serves every node's compiler)")
     parser.add_argument("--dry-run", action="store_true",
                         help="report what would be removed; change nothing")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -80,17 +87,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cleanup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache-dir", metavar="DIR", default=None,
+                        help="the cache to clean (default: DGEMM_CACHE_DIR, else ~/.cache/dgemm); "
+                             "must be a dgemm cache (holding v1/) or empty")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "remote", False):
+        return run_remote(args)
     from dgemm.jit import env
     from dgemm.jit.errors import ConfigError
     from dgemm.jit.tiers import DiskTier
 
     try:
-        root = Path(args.cache_dir).expanduser() if args.cache_dir else env.cache_dir()
+        cache_dir = getattr(args, "cache_dir", None)
+        root = Path(cache_dir).expanduser() if cache_dir else env.cache_dir()
         secret = env.cache_secret()
         policy = Policy(max_bytes=args.max_bytes, max_age=args.max_age,
                         stale_after=args.stale_after, dry_run=args.dry_run,
@@ -101,6 +114,27 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return EXIT_FAILED if report["errors"] else EXIT_OK
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    """`gc --remote`: RemoteUnavailable (exit 3 in dgemm-cache) when Redis does not answer."""
+    from dgemm.jit import env, remote
+    from dgemm.jit.errors import ConfigError
+
+    try:
+        tier = remote.tier_for(env.Settings.from_env())
+        policy = Policy(max_bytes=args.max_bytes, max_age=args.max_age,
+                        stale_after=args.stale_after, dry_run=args.dry_run)
+    except (CleanupError, ConfigError) as exc:
+        print(f"gc: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if tier is None:
+        print("gc: --remote needs the remote cache; set DGEMM_REMOTE_CACHE or pass "
+              "--remote URL, e.g. redis://host:6379/0", file=sys.stderr)
+        return EXIT_NO_REMOTE
+    report = RemoteCleaner(tier.cache, policy).run()
+    print(json.dumps(report, indent=2) if args.json else format_remote_report(report))
+    return EXIT_OK
 
 
 def check_cache_dir(root: Path) -> None:
@@ -364,6 +398,91 @@ class Cleaner:
             "errors": self.errors,
             "actions": self.actions,
         }
+
+
+class RemoteCleaner:
+    """One gc pass over a Redis namespace (`cache`: cache_service's RemoteCache, every call
+    through its circuit breaker); `run()` returns the report dict. Only `max_bytes`, `max_age`
+    and `dry_run` of the policy apply."""
+
+    def __init__(self, cache, policy: Policy, now: float | None = None):
+        self.cache, self.policy = cache, policy
+        self.now = time.time() if now is None else now
+        self.actions: list[dict] = []
+        self.skipped_in_use: list[str] = []
+
+    def run(self) -> dict:
+        store = self.cache.store
+        entries = self.cache.call(lambda: list(store.scan_entries()))
+        before = (len(entries), sum(e.size for e in entries))
+        untracked = sum(1 for e in entries if e.last_use_ms is None)
+        if self.policy.max_age is not None:
+            cutoff = self.now - self.policy.max_age
+            entries = [e for e in entries
+                       if not (self._last_use(e) < cutoff and self._remove(e, "expired"))]
+        if self.policy.max_bytes is not None:
+            entries = self._evict_to_budget(entries, self.policy.max_bytes)
+        stale = 0 if self.policy.dry_run else self.cache.call(store.prune)
+        return self._report(before, (len(entries), sum(e.size for e in entries)), untracked,
+                            stale)
+
+    def _last_use(self, entry) -> float:
+        """Unix seconds; an entry the index has no time for counts as used now."""
+        return self.now if entry.last_use_ms is None else entry.last_use_ms / 1000
+
+    def _evict_to_budget(self, entries: list, budget: int) -> list:
+        total = sum(e.size for e in entries)
+        kept = []
+        for entry in sorted(entries, key=self._last_use):      # least recently used first
+            if total > budget and self._remove(entry, "evicted"):
+                total -= entry.size
+            else:
+                kept.append(entry)
+        return kept
+
+    def _remove(self, entry, reason: str) -> bool:
+        if not self.policy.dry_run and not self.cache.call(lambda: self.cache.store.evict(entry)):
+            self.skipped_in_use.append(entry.key)   # used, replaced or removed meanwhile
+            return False
+        self.actions.append({"reason": reason, "key": entry.key, "bytes": entry.size,
+                             "last_used": None if entry.last_use_ms is None
+                             else entry.last_use_ms / 1000})
+        return True
+
+    def _report(self, before: tuple, after: tuple, untracked: int, stale: int) -> dict:
+        removed = {reason: sum(1 for a in self.actions if a["reason"] == reason)
+                   for reason in ("expired", "evicted")}
+        return {
+            "remote": self.cache.breaker.name, "namespace": self.cache.namespace.prefix,
+            "dry_run": self.policy.dry_run,
+            "max_bytes": self.policy.max_bytes, "max_age_seconds": self.policy.max_age,
+            "entries_before": before[0], "bytes_before": before[1],
+            "entries_after": after[0], "bytes_after": after[1],
+            "removed": removed, "bytes_freed": sum(a["bytes"] for a in self.actions),
+            "untracked": untracked, "stale_members_removed": stale,
+            "skipped_in_use": self.skipped_in_use, "actions": self.actions,
+        }
+
+
+def format_remote_report(report: dict) -> str:
+    verb = "would remove" if report["dry_run"] else "removed"
+    removed = report["removed"]
+    lines = [
+        f"dgemm gc: {report['remote']} [{report['namespace']}]"
+        + ("  (dry run: nothing changed)" if report["dry_run"] else ""),
+        f"  entries           {report['entries_before']} "
+        f"({format_size(report['bytes_before'])}) -> {report['entries_after']} "
+        f"({format_size(report['bytes_after'])})",
+        f"  {verb:<17} {removed['expired']} expired, {removed['evicted']} evicted (LRU), "
+        f"{format_size(report['bytes_freed'])}",
+        f"  skipped (in use)  {len(report['skipped_in_use'])} used or replaced meanwhile",
+    ]
+    if report["untracked"]:
+        lines.append(f"  no last use       {report['untracked']} (counted as used now)")
+    if report["stale_members_removed"]:
+        lines.append(f"  stale members     {report['stale_members_removed']} index/meta members "
+                     f"of vanished entries dropped")
+    return "\n".join(lines)
 
 
 def format_report(report: dict) -> str:

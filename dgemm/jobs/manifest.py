@@ -22,7 +22,7 @@ import math
 import re
 from pathlib import Path
 
-from dgemm.heuristics import KernelSpec, select
+from dgemm.kernels.spec import KernelSpec
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "shapes"
 SECTIONS = ("dense", "grouped_contiguous", "grouped_masked")
@@ -236,6 +236,7 @@ def specs_for(problem_list: list[Problem], num_sms: int, arch: str,
               family: str | None = None) -> dict[KernelSpec, list[Problem]]:
     """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves.
     `family` forces a kernel family (e.g. the portable one); default: the arch's own."""
+    from dgemm.heuristics import select     # here: it imports torch, which `--help` must not
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:
         try:

@@ -42,7 +42,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from dgemm.heuristics import KernelSpec
+from dgemm.kernels.spec import KernelSpec      # not dgemm.heuristics: that imports torch
 from dgemm.jobs import manifest as manifests
 from dgemm.progress import Progress
 

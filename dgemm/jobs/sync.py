@@ -26,7 +26,6 @@ import time
 from typing import Callable, Optional
 
 from cache_service.errors import RemoteUnavailable
-from cache_service.notifications import Subscription
 from dgemm.jit.remote import RemoteTier
 from dgemm.jit.tiers import DiskTier
 
@@ -186,6 +185,8 @@ class SyncAgent:
         return self.totals
 
     def _follow(self) -> None:
+        # Imported here: it imports redis, which `dgemm-cache --help` should not wait for.
+        from cache_service.notifications import Subscription
         cache = self.tier.cache
         ns = cache.namespace
         with Subscription(cache.client, patterns=(ns.all_channels,)) as notifications:
