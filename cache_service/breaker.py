@@ -27,7 +27,9 @@ import redis
 
 from .errors import DamagedKey, LeaseNotOwnedError, RemoteFull, RemoteUnavailable, UnexpectedReply
 
-logger = logging.getLogger("dgemm.remote")
+# A logger of its own under dgemm.remote: a command that reports an unreachable remote itself
+# (`dgemm-cache push`, exit 3) quiets this one so the outage is not said twice.
+logger = logging.getLogger("dgemm.remote.breaker")
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half-open"
 DEFAULT_COOLDOWN_S = 30.0

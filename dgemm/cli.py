@@ -86,7 +86,7 @@ def main(argv: Optional[list] = None) -> int:
 def _run(args) -> int:
     """The command, with every error it may raise turned into a message and an exit status."""
     try:
-        with settings_from_options(args):
+        with settings_from_options(args), _outage_said_once(args.verbose):
             preflight(args)
             return args.handler(args)
     except _USAGE_ERRORS as error:
@@ -97,8 +97,7 @@ def _run(args) -> int:
               "pass --remote URL, e.g. redis://host:6379/0", file=sys.stderr)
         return EXIT_NO_REMOTE
     except RemoteUnavailable as error:
-        print(f"dgemm-cache: the remote cache (DGEMM_REMOTE_CACHE) is unavailable: {error}",
-              file=sys.stderr)
+        print(f"dgemm-cache: the remote cache is unavailable: {error}", file=sys.stderr)
         return EXIT_NO_REMOTE
     except (DgemmError, CacheServiceError) as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
@@ -106,6 +105,21 @@ def _run(args) -> int:
     except KeyboardInterrupt:
         print("dgemm-cache: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _outage_said_once(verbose: bool):
+    """Without -v, the circuit breaker's own warning about an unreachable Redis is held back
+    for the command: the command says it (exit 3, or in its report), and the same failure
+    twice on stderr reads like two problems. Restored afterwards, for callers in process."""
+    breaker_log = logging.getLogger("dgemm.remote.breaker")
+    level = breaker_log.level
+    if not verbose:
+        breaker_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        breaker_log.setLevel(level)
 
 
 def _stdout_closed() -> int:
@@ -439,6 +453,8 @@ def cmd_verify(args) -> int:
 def cmd_push(args) -> int:
     settings = env.Settings.from_env()
     tier, disk = _remote(settings), _disk(settings)
+    cache = tier.cache
+    cache.call(cache.client.ping)   # a down Redis is exit 3 even with nothing to push
     total = sum(1 for _ in disk.iter_entries())
     progress = _progress("push", total, args)
     result = sync.push(tier, disk, progress=progress.advance)

@@ -350,10 +350,14 @@ def test_export_replaces_an_existing_regular_file(capsys, disk, tmp_path):
 # ------------------------------------------------------------------------------------------------
 DEEP = "[" * 100_000
 DENSE = {"m": [64], "nk": [[256, 512]]}
+NO_SHAPES = 'names no shapes: expected "dense", "grouped_contiguous" and/or "grouped_masked"'
 BAD_MANIFESTS = [
     ('{"dense": []}', '"dense" must be an object'),
-    ("{}", "names no shapes"),
-    ('{"notes": "x"}', "names no shapes"),
+    ("{}", NO_SHAPES),
+    ('{"notes": "x"}', NO_SHAPES),
+    ('{"dens": {"m": [64], "nk": [[256, 512]]}}', 'unknown section "dens"'),
+    ('{"dense": {"m": [64], "nk": [[256, 512]]}, "grouped_contigous": []}',
+     'unknown section "grouped_contigous"; expected "dense", "grouped_contiguous"'),
     ("[]", "must be a JSON object"),
     ('"dense"', "must be a JSON object"),
     ("null", "must be a JSON object"),

@@ -69,7 +69,8 @@ def cli_run(capsys, *argv) -> tuple:
 
 
 def prewarm_json(capsys, shapes, *extra) -> tuple:
-    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--jobs", "2",
+    # One worker: enough for the trivial test kernels, and a second spawn is the slow part.
+    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--jobs", "1",
                                "--no-progress", "--json", *extra)
     return status, json.loads(out), err
 
@@ -158,12 +159,19 @@ def test_prewarm_into_a_full_redis_exits_3(capsys, cache, shapes, redis_server, 
     assert "maxmemory" in report["remote_status"]["error"]
 
 
-def test_prewarm_report_text_shows_how_many_kernels_redis_holds(capsys, cache, shapes,
-                                                                redis_server, monkeypatch):
-    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
-    assert status == 0
-    assert f"{n_specs()} of {n_specs()} kernels there" in out
+def test_prewarm_help_and_the_readme_give_the_exit_statuses():
+    # `--help` in a subprocess: it must answer without torch, and show the list whole.
+    job = dgemm_cache_process("prewarm", "--help", stdout=subprocess.PIPE, text=True)
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 0
+    statuses = out[out.index("exit status:"):]
+    for status in ("0 ", "1 ", "2 ", "3 ", "130 ", "143 "):
+        assert f"\n  {status}" in statuses or f" {status.strip()} by SIGTERM" in statuses, out
+    assert "could not take them" in statuses and "[rank I/N]" in statuses
+    readme = (REPO / "README.md").read_text()
+    prewarm_section = readme[readme.index("### Prewarm"):readme.index("### Cleanup")]
+    for phrase in ("3 when", "130", "143", "[rank I/N]", "--dry-run"):
+        assert phrase in prewarm_section, phrase
 
 
 # ------------------------------------------------------------------------------------------------
@@ -236,6 +244,43 @@ def test_a_signal_stops_prewarm_within_seconds_with_the_partial_report(
     assert report["interrupted"] == signal.Signals(signum).name
     assert report["unfinished"] == n_specs() and report["compiled"] == 0
     assert not entries_in(cache)
+
+
+FAKE_NVCC = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 12.4, V12.4.131"; exit 0; fi
+echo $$ >> "$FAKE_NVCC_PIDS"
+exec sleep 60
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_a_sigterm_to_the_job_alone_also_ends_the_nvcc_its_workers_run(tmp_path, cache, shapes):
+    # A container runtime or `kill PID` signals the job only, not its process group: the
+    # job must end its workers' compilers too, not leave them running.
+    nvcc, pids = tmp_path / "nvcc", tmp_path / "nvcc.pids"
+    nvcc.write_text(FAKE_NVCC)
+    nvcc.chmod(0o755)
+    job = dgemm_cache_process(
+        "prewarm", "--manifest", shapes, "--jobs", "2", "--no-progress", "--json",
+        env_extra={"DGEMM_JIT_COMPILER": "nvcc", "DGEMM_NVCC": str(nvcc),
+                   "FAKE_NVCC_PIDS": str(pids)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    compilers = set()
+    try:
+        _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2,
+                  "both workers to start nvcc")
+        compilers = {int(pid) for pid in pids.read_text().split()}
+        job.send_signal(signal.SIGTERM)
+        out, err = job.communicate(timeout=30)
+        _wait_for(lambda: not _alive(compilers), "the compilers to end", timeout_s=10)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+        for pid in _alive(compilers):
+            os.kill(pid, signal.SIGKILL)
+    assert job.returncode == 143, err
+    assert json.loads(out)["interrupted"] == "SIGTERM"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -336,9 +381,12 @@ def test_pull_refuses_an_arch_that_is_not_one(capsys, cache, redis_server, monke
     assert status == 2 and "--arch" in err and "sm_90a" in err
 
 
-def test_gc_on_a_mistyped_cache_dir_is_refused(capsys, cache, tmp_path):
-    status, _, err = cli_run(capsys, "gc", "--cache-dir", tmp_path / "dgemm-cahce")
-    assert status == 2 and "no dgemm cache at" in err and "does not exist" in err
+@pytest.mark.parametrize("command", [["gc"], ["stats"], ["ls"], ["verify"],
+                                     ["export", "k.tar"], ["clear"]], ids=lambda c: c[0])
+def test_a_mistyped_cache_dir_is_refused_not_read_as_empty(capsys, cache, tmp_path, command):
+    status, out, err = cli_run(capsys, *command, "--cache-dir", tmp_path / "dgemm-cahce")
+    assert status == 2 and "dgemm-cahce" in err and "does not exist" in err, out + err
+    assert not (tmp_path / "dgemm-cahce").exists()
 
 
 def test_stats_on_a_cache_not_created_yet_says_so(capsys, cache):
@@ -417,8 +465,16 @@ def test_commands_against_a_down_redis_do_not_talk_of_compiling(cache, command):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = job.communicate(timeout=120)
     assert job.returncode == 3, err
-    assert "unavailable" in out + err
+    assert re.search("unavailable|unreachable", out + err), out + err
     assert "locally" not in out + err and "compil" not in out + err
+    assert len(err.splitlines()) <= 1, err          # the outage said once, not twice
+
+
+def test_push_with_nothing_to_push_still_says_a_down_redis_is_unreachable(capsys, cache,
+                                                                         monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
+    status, out, err = cli_run(capsys, "push", "--no-progress")
+    assert status == 3 and "unavailable" in err and "pushed" not in out
 
 
 def test_the_walk_says_it_builds_locally_when_redis_is_down(cache, spec, monkeypatch, caplog):
@@ -444,10 +500,13 @@ def test_m_values_print_as_ranges_that_parse_back():
         assert manifest.parse_m_range(manifest.format_m_values(values)) == sorted(values)
 
 
-def test_prewarm_kernel_lines_show_m_as_ranges(capsys, cache, shapes):
+def test_prewarm_text_report_shows_m_as_ranges_and_how_many_kernels_redis_holds(
+        capsys, cache, shapes, redis_server, monkeypatch):
+    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
     status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--m-range",
-                             "1-2048,4096-16384:1024", "--no-progress")
+                             "1-2048,4096-16384:1024", "--jobs", "1", "--no-progress")
     assert status == 0
+    assert re.search(r"remote cache +redis://\S+: (\d+) of \1 kernels there", out), out
     kernel_lines = [line for line in out.splitlines() if "(M " in line]
     assert kernel_lines and max(len(line) for line in kernel_lines) < 200, out
     assert any(re.search(r"\(M [^)]*\d+-\d+", line) for line in kernel_lines)

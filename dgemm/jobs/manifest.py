@@ -80,11 +80,18 @@ def load_manifest(path: str | Path) -> dict:
 
 def check_sections(manifest: object, where: str = "manifest") -> None:
     """ManifestError unless `manifest` is an object with at least one known section, each of
-    the right JSON type (the entries inside are checked by `problems`)."""
+    the right JSON type (the entries inside are checked by `problems`), and no other key
+    holding an object or a list."""
     if not isinstance(manifest, dict):
         raise ManifestError(f"{where} must be a JSON object with {_sections()}; got a JSON "
                             f"{_json_type(manifest)}")
     present = [name for name in SECTIONS if name in manifest]
+    for name, value in manifest.items():
+        # Keys beside the sections hold notes (strings); one holding shapes is a misspelt
+        # section whose kernels would silently be left out.
+        if name not in SECTIONS and isinstance(value, (dict, list)):
+            raise ManifestError(f'{where}: unknown section "{name}"; expected {_sections()} '
+                                f'(other keys may only hold notes, as strings)')
     if not present:
         raise ManifestError(f"{where} names no shapes: expected {_sections()}")
     if "dense" in manifest and not isinstance(manifest["dense"], dict):
