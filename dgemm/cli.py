@@ -25,9 +25,10 @@ Exit status, for scripts:
     0  success
     1  failure: some entry was bad, refused or could not be moved (see the report)
     2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
-       an export FILE that is not a regular file, a gc directory that is not a dgemm cache
-    3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
-       (prewarm: every kernel compiled, but the remote cache could not take them all)
+       an unusable or (given with --cache-dir) missing cache directory, an export FILE that
+       is not a regular file, a gc directory that is not a dgemm cache
+    3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset, or Redis is unreachable
+       or refuses the password (prewarm: the remote cache could not take every kernel)
   130  interrupted (prewarm: 130 for SIGINT, 143 for SIGTERM, after printing its report)
   141  stdout closed early (`dgemm-cache ls | head -1`): stopped quietly, like other tools
 Every DGEMM_* variable and the local cache directory are checked before a command does any
@@ -258,8 +259,10 @@ def _add_settings_options(parser: argparse.ArgumentParser, name: Optional[str]) 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
-        epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
-               "130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog="exit status: 0 ok, 1 failure, 2 usage or settings, 3 remote cache unset or "
+               "unreachable, 130 interrupted (143: prewarm's SIGTERM), 141 stdout closed; "
+               "`dgemm-cache prewarm --help` details prewarm's",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
     _add_settings_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

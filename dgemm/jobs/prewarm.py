@@ -30,7 +30,7 @@ from typing import Optional
 from dgemm.jobs import manifest as manifests
 from dgemm.jobs import prewarm_report as reports
 from dgemm.jobs import remote_fill
-from dgemm.jobs.compile_pool import StopSignals, compile_all  # noqa: F401 (bench/ imports it here)
+from dgemm.jobs.compile_pool import StopSignals, compile_all   # bench/ imports compile_all here
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
