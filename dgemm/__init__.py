@@ -17,9 +17,10 @@ _EXPORTS = {
     "per_token_cast_to_fp8": "utils", "per_block_cast_to_fp8": "utils",
     "get_mn_major_tma_aligned_tensor": "utils", "set_num_sms": "utils",
     "get_num_sms": "utils", "ceil_div": "utils", "calc_diff": "utils",
+    "warmup": "warm",
 }
 # Submodules that `import dgemm` used to load as a side effect; still reachable as attributes.
-_SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels")
+_SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels", "ops", "warm", "compat")
 
 __all__ = [*_EXPORTS, "jit", "__version__"]
 

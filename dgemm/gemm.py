@@ -4,6 +4,19 @@ Checks run in a fixed order so each error is precise: argument structure and dty
 (TypeError), then shapes, scale shapes, strides and alignment (ValueError), then devices
 (RuntimeError). The device-side index tensors (m_indices, masked_m) are never read on the host:
 that would synchronise the stream on the hot path.
+
+Every GEMM is also a custom operator (`dgemm.ops`, namespace `dgemm`) whose implementation is
+here (the `*_op` functions, which validate again). A public function validates its inputs in Python, then either runs the
+implementation directly or calls the operator: directly when nothing could observe the
+operator (plain eager mode: not inside torch.compile's tracing, no dispatch or torch-function
+mode, no functorch transform, only plain tensors), because the dispatcher costs more per call
+than dgemm's whole launch path (~20 us of Python per custom-operator call on a CPU host);
+through the operator otherwise, so torch.compile records one node, FakeTensorMode computes
+shapes without a device, and modes see the call.
+
+Kernels are loaded on first use; during CUDA graph capture a kernel that is not loaded yet
+raises `KernelNotWarmError` (naming the shape and the `dgemm.warmup(...)` to run first) instead
+of compiling or loading inside the capture. `dgemm.warmup` loads a range ahead of time.
 """
 from __future__ import annotations
 
@@ -11,8 +24,9 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import heuristics, kernels, utils
+from . import heuristics, kernels, ops, utils
 from .jit import env, state
+from .jit.errors import KernelNotWarmError
 from .kernels import loader, portable_fp8
 
 FP8 = torch.float8_e4m3fn
@@ -73,11 +87,23 @@ def _check_k(fn: str, k: int) -> None:
                          f"B with zero columns to the next multiple of {_BLOCK}.")
 
 
-def _check_contiguous(fn: str, name: str, t: torch.Tensor) -> None:
+def _check_contiguous(fn: str, name: str, t: torch.Tensor, real: bool = True) -> None:
+    """`real`: `t` is a plain tensor outside tracing, whose address may be read. Fake tensors
+    have none: for them the offset into their storage is checked (the allocator aligns every
+    storage to far more than 16 bytes). While torch.compile traces, neither can be read; the
+    operator's implementation checks the address when the compiled code runs."""
     if not t.is_contiguous():
         raise ValueError(f"{fn}: {name} must be contiguous (row-major); got shape {_shape(t)} "
                          f"with strides {t.stride()}. Call .contiguous() first.")
-    if t.numel() and t.data_ptr() % _PTR_ALIGNMENT != 0:
+    if not real:
+        if _is_compiling():
+            return
+        offset = t.storage_offset() * t.element_size()
+        if t.numel() and offset % _PTR_ALIGNMENT != 0:
+            raise ValueError(f"{fn}: {name} must start at a {_PTR_ALIGNMENT}-byte aligned "
+                             f"address; got an offset of {offset} bytes into its storage (a "
+                             f"view with an unaligned offset?). Clone it.")
+    elif t.numel() and t.data_ptr() % _PTR_ALIGNMENT != 0:
         raise ValueError(f"{fn}: {name} must start at a {_PTR_ALIGNMENT}-byte aligned address; "
                          f"got {t.data_ptr():#x} (a view with an unaligned offset?). Clone it.")
 
@@ -94,8 +120,35 @@ def _check_devices(fn: str, named: Tuple[Tuple[str, torch.Tensor], ...]) -> torc
     return device
 
 
+# --- eager call or operator call ----------------------------------------------------------------
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__   # what Tensor and Parameter inherit
+_is_compiling = torch.compiler.is_compiling          # torch.compile's tracer reads it as True
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_mode = torch._C._is_torch_function_mode_enabled
+_functorch = torch._C._are_functorch_transforms_active
+
+
+def _direct(a, sa, b, sb, d, layout=None) -> bool:
+    """True when a call may run its implementation without the dispatcher (module docstring):
+    not tracing, no dispatch or torch-function mode, no functorch transform, and no tensor of a
+    subclass that handles dispatch itself (FakeTensor, DTensor, ...; Parameter and its plain
+    subclasses are fine). The tracer never looks past `_is_compiling()`, so it always records
+    the operator. Fixed arity, no loop: this runs on every eager call."""
+    if _is_compiling() or _dispatch_modes() or _function_mode() or _functorch():
+        return False
+    plain = _PLAIN_DISPATCH
+    return (type(a).__torch_dispatch__ is plain and type(sa).__torch_dispatch__ is plain
+            and type(b).__torch_dispatch__ is plain and type(sb).__torch_dispatch__ is plain
+            and (d is None or type(d).__torch_dispatch__ is plain)
+            and (layout is None or type(layout).__torch_dispatch__ is plain))
+
+
 # --- kernel choice ------------------------------------------------------------------------------
 _device_archs = state.table("gemm.device_archs")    # device index -> arch of its native kernel
+# (spec, device index, build fingerprint) -> the loaded kernel this module launched or warmed.
+# The loader keeps its own memo; this one also tells, without loading anything, whether a call
+# being captured into a CUDA graph can launch at once.
+_ready = state.table("gemm.ready_kernels")
 
 
 def _device_arch(device_index: int) -> str:
@@ -110,17 +163,58 @@ def _device_arch(device_index: int) -> str:
     return arch
 
 
+def _forced_family() -> Optional[str]:
+    """The portable kernel as an oracle on Hopper, if DGEMM_FORCE_PORTABLE asks for it; else
+    None (the device's own family)."""
+    if env.launch_value("DGEMM_FORCE_PORTABLE") is not None and env.get_bool(
+            "DGEMM_FORCE_PORTABLE"):
+        return portable_fp8.NAME
+    return None
+
+
+def selection_for(device_index: int) -> dict:
+    """The hardware arguments of `heuristics.select` for calls on device `device_index`
+    (`num_sms`, `arch`, `family`): what `dgemm.warmup` plans with, so it loads exactly the
+    specs the calls will ask for."""
+    return {"num_sms": utils.get_num_sms_for(device_index), "arch": _device_arch(device_index),
+            "family": _forced_family()}
+
+
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
             a, sa, b, sb, d, layout) -> None:
-    arch = _device_arch(device.index)
-    # The portable kernel as an oracle on Hopper, if asked for; else the device's own family.
-    forced = env.launch_value("DGEMM_FORCE_PORTABLE") is not None and env.get_bool(
-        "DGEMM_FORCE_PORTABLE")
-    spec = heuristics.select(kind, m, n, k, num_groups,
-                             num_sms=utils.get_num_sms_for(device.index), arch=arch,
-                             family=portable_fp8.NAME if forced else None)
-    kernel = loader.get_kernel(spec, device.index, env.build_fingerprint())
+    index = device.index
+    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(index),
+                             arch=_device_arch(index), family=_forced_family())
+    fingerprint = env.build_fingerprint()
+    kernel = _ready.get((spec, index, fingerprint))
+    if kernel is None:
+        kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
     kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
+
+
+def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[tuple] = None):
+    """The loaded kernel for `spec` on a device, loaded (compiled if no tier holds it) now
+    unless the current stream is capturing a CUDA graph: then KernelNotWarmError, which names
+    `problem` (kind, m, n, k, num_groups) and the warm-up that avoids it."""
+    fingerprint = fingerprint or env.build_fingerprint()
+    if torch.cuda.is_current_stream_capturing():
+        raise KernelNotWarmError(not_warm_message(problem, device_index))
+    kernel = _ready[(spec, device_index, fingerprint)] = loader.get_kernel(
+        spec, device_index, fingerprint)
+    return kernel
+
+
+def not_warm_message(problem: tuple, device_index: int) -> str:
+    kind, m, n, k, num_groups = problem
+    what = {"fp8_gemm_nt": f"m={m}", "m_grouped_fp8_gemm_nt_contiguous": f"m_sum={m}",
+            "m_grouped_fp8_gemm_nt_masked": f"expected_m={m}"}[kind]
+    groups = f", num_groups={num_groups}" if kind != "fp8_gemm_nt" else ""
+    return (f"{kind}: {what}, n={n}, k={k}{groups} on cuda:{device_index} needs a kernel "
+            f"that is not loaded yet, and the current stream is capturing a CUDA graph, where "
+            f"dgemm may not compile or load one (it would break the capture). Before "
+            f"capturing, run dgemm.warmup({kind!r}, m=[...], n={n}, k={k}{groups}) with every "
+            f"{what.split('=')[0]} the graph will see (a list, or a range such as "
+            f"m=range(1, 4097)), or make this call once outside the capture.")
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
@@ -142,13 +236,33 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
         d: bfloat16 `[m, n]` output, or None to allocate it.
 
     Returns:
-        `d`.
+        `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None.)
     """
+    a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
+    if not direct:
+        if d is None:
+            return ops.FP8_GEMM_NT_ALLOC(a_data, a_scales, b_data, b_scales)
+        ops.FP8_GEMM_NT(a_data, a_scales, b_data, b_scales, d)
+        return d
+    m, k = a_data.shape
+    if d is None:
+        d = torch.empty((m, b_data.shape[0]), dtype=torch.bfloat16, device=device)
+    if m:       # _run_dense, inlined: one Python frame less on the hot path
+        _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data,
+                utils.get_mn_major_tma_aligned_tensor(a_scales), b_data, b_scales, d, None)
+    return d
+
+
+def _checked_dense(a, b, d, real: Optional[bool] = None) -> tuple:
+    """fp8_gemm_nt's checks; returns (a_data, a_scales, b_data, b_scales, device, real), where
+    `real` (when not given) says whether the call may skip the dispatcher (`_direct`)."""
     fn = "fp8_gemm_nt"
     a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8")
     b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8")
     if d is not None:
         _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
+    if real is None:
+        real = _direct(a_data, a_scales, b_data, b_scales, d)
     if a_data.dim() != 2 or b_data.dim() != 2:
         raise ValueError(f"{fn}: a[0] must be 2-D (m, k) and b[0] 2-D (n, k); got "
                          f"{_shape(a_data)} and {_shape(b_data)}")
@@ -165,18 +279,35 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
                  "(ceil(n / 128), k / 128)")
     if d is not None:
         _check_shape(fn, "d", d, (m, n), "(m, n)")
-        _check_contiguous(fn, "d", d)
-    _check_contiguous(fn, "a[0]", a_data)
-    _check_contiguous(fn, "b[0]", b_data)
-    _check_contiguous(fn, "b[1] (scales)", b_scales)
+        _check_contiguous(fn, "d", d, real)
+    _check_contiguous(fn, "a[0]", a_data, real)
+    _check_contiguous(fn, "b[0]", b_data, real)
+    _check_contiguous(fn, "b[1] (scales)", b_scales, real)
     named = (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data), ("b[1]", b_scales))
     device = _check_devices(fn, named + ((("d", d),) if d is not None else ()))
-    if d is None:
-        d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+    return a_data, a_scales, b_data, b_scales, device, real
+
+
+def _run_dense(a_data, a_scales, b_data, b_scales, d, device) -> None:
+    m, k = a_data.shape
     if m == 0:
-        return d
+        return
     a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch(fn, m, n, k, 1, device, a_data, a_scales, b_data, b_scales, d, None)
+    _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data, a_scales, b_data, b_scales,
+            d, None)
+
+
+def fp8_gemm_nt_op(a, sa, b, sb, d) -> None:
+    """The implementation of the operator dgemm::fp8_gemm_nt."""
+    a, sa, b, sb, device, _ = _checked_dense((a, sa), (b, sb), d, real=True)
+    _run_dense(a, sa, b, sb, d, device)
+
+
+def fp8_gemm_nt_alloc_op(a, sa, b, sb) -> torch.Tensor:
+    """The implementation of the operator dgemm::fp8_gemm_nt_alloc."""
+    a, sa, b, sb, device, _ = _checked_dense((a, sa), (b, sb), None, real=True)
+    d = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=device)
+    _run_dense(a, sa, b, sb, d, device)
     return d
 
 
@@ -219,13 +350,25 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
         m_indices: int32 `[m_sum]`, the group of each row of A, or -1 for padding.
 
     Returns:
-        `d`.
+        `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous`.)
     """
+    a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_contiguous_layout(
+        a, b, d, m_indices)
+    if direct:
+        _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices, num_groups)
+    else:
+        ops.M_GROUPED_CONTIGUOUS(a_data, a_scales, b_data, b_scales, d, m_indices)
+    return d
+
+
+def _checked_contiguous_layout(a, b, d, m_indices, real: Optional[bool] = None) -> tuple:
     fn = "m_grouped_fp8_gemm_nt_contiguous"
     a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8")
     b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8 per group")
     _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
     _check_tensor_dtype(fn, "m_indices", m_indices, torch.int32, "each row's group, -1 = padding")
+    if real is None:
+        real = _direct(a_data, a_scales, b_data, b_scales, d, m_indices)
     if a_data.dim() != 2:
         raise ValueError(f"{fn}: a[0] must be 2-D (m_sum, k); got {_shape(a_data)}")
     m, k = a_data.shape
@@ -239,14 +382,27 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
                          f"dgemm.get_mk_alignment_for_contiguous_layout() with m_indices = -1")
     for name, t in (("a[0]", a_data), ("b[0]", b_data), ("b[1] (scales)", b_scales), ("d", d),
                     ("m_indices", m_indices)):
-        _check_contiguous(fn, name, t)
+        _check_contiguous(fn, name, t, real)
     _check_devices(fn, (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data),
                         ("b[1]", b_scales), ("d", d), ("m_indices", m_indices)))
+    return a_data, a_scales, b_data, b_scales, num_groups, real
+
+
+def _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices,
+                           num_groups: int) -> None:
+    m, k = a_data.shape
     if m == 0:
-        return d
+        return
     a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch(fn, m, n, k, num_groups, d.device, a_data, a_scales, b_data, b_scales, d, m_indices)
-    return d
+    _launch("m_grouped_fp8_gemm_nt_contiguous", m, b_data.shape[1], k, num_groups, d.device,
+            a_data, a_scales, b_data, b_scales, d, m_indices)
+
+
+def m_grouped_fp8_gemm_nt_contiguous_op(a, sa, b, sb, d, m_indices) -> None:
+    """The implementation of the operator dgemm::m_grouped_fp8_gemm_nt_contiguous."""
+    a, sa, b, sb, num_groups, _ = _checked_contiguous_layout((a, sa), (b, sb), d, m_indices,
+                                                             real=True)
+    _run_contiguous_layout(a, sa, b, sb, d, m_indices, num_groups)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
@@ -273,8 +429,18 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
             choice; it never changes which rows are computed.
 
     Returns:
-        `d`.
+        `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked`.)
     """
+    a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_masked(
+        a, b, d, masked_m, expected_m)
+    if direct:
+        _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m, num_groups)
+    else:
+        ops.M_GROUPED_MASKED(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m)
+    return d
+
+
+def _checked_masked(a, b, d, masked_m, expected_m, real: Optional[bool] = None) -> tuple:
     fn = "m_grouped_fp8_gemm_nt_masked"
     a_data, a_scales = _unpack_pair(fn, "a", a, "dgemm.per_token_cast_to_fp8 per group")
     b_data, b_scales = _unpack_pair(fn, "b", b, "dgemm.per_block_cast_to_fp8 per group")
@@ -283,6 +449,8 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     if not isinstance(expected_m, int) or isinstance(expected_m, bool) or expected_m <= 0:
         raise ValueError(f"{fn}: expected_m must be a positive int (a hint for the kernel "
                          f"choice); got {expected_m!r}")
+    if real is None:
+        real = _direct(a_data, a_scales, b_data, b_scales, d, masked_m)
     if a_data.dim() != 3:
         raise ValueError(f"{fn}: a[0] must be 3-D (groups, max_m, k); got {_shape(a_data)}")
     num_groups, max_m, k = a_data.shape
@@ -296,12 +464,23 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     _check_shape(fn, "masked_m", masked_m, (num_groups,), "(groups,)")
     for name, t in (("a[0]", a_data), ("b[0]", b_data), ("b[1] (scales)", b_scales), ("d", d),
                     ("masked_m", masked_m)):
-        _check_contiguous(fn, name, t)
+        _check_contiguous(fn, name, t, real)
     _check_devices(fn, (("a[0]", a_data), ("a[1]", a_scales), ("b[0]", b_data),
                         ("b[1]", b_scales), ("d", d), ("masked_m", masked_m)))
-    if max_m == 0:
-        return d
+    return a_data, a_scales, b_data, b_scales, num_groups, real
+
+
+def _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m: int,
+                num_groups: int) -> None:
+    if a_data.shape[1] == 0:
+        return
     a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
-    _launch(fn, expected_m, n, k, num_groups, d.device, a_data, a_scales, b_data, b_scales, d,
-            masked_m)
-    return d
+    _launch("m_grouped_fp8_gemm_nt_masked", expected_m, b_data.shape[1], a_data.shape[2],
+            num_groups, d.device, a_data, a_scales, b_data, b_scales, d, masked_m)
+
+
+def m_grouped_fp8_gemm_nt_masked_op(a, sa, b, sb, d, masked_m, expected_m) -> None:
+    """The implementation of the operator dgemm::m_grouped_fp8_gemm_nt_masked."""
+    a, sa, b, sb, num_groups, _ = _checked_masked((a, sa), (b, sb), d, masked_m, expected_m,
+                                                  real=True)
+    _run_masked(a, sa, b, sb, d, masked_m, expected_m, num_groups)

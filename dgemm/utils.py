@@ -128,14 +128,19 @@ def get_tma_aligned_size(m: int, element_size: int) -> int:
 
 def is_mn_major_tma_aligned(x: torch.Tensor) -> bool:
     """True when `x` ([m, s] or [g, m, s]) already has the layout the kernels read."""
-    if x.dim() not in (2, 3):
-        return False
-    m, s = x.shape[-2], x.shape[-1]
-    aligned_m = get_tma_aligned_size(m, x.element_size())
-    strides = (1, aligned_m) if x.dim() == 2 else (s * aligned_m, 1, aligned_m)
-    # Strides of size-1 dimensions do not matter.
-    return all(size == 1 or stride == want
-               for size, stride, want in zip(x.shape, x.stride(), strides))
+    # On every call with pre-transformed scales, hence unrolled (no generator): strides of
+    # size-1 dimensions do not matter.
+    shape, stride = x.shape, x.stride()
+    if len(shape) == 2:
+        m, s = shape
+        return (m == 1 or stride[0] == 1) and (
+            s == 1 or stride[1] == get_tma_aligned_size(m, x.element_size()))
+    if len(shape) == 3:
+        g, m, s = shape
+        aligned_m = get_tma_aligned_size(m, x.element_size())
+        return ((g == 1 or stride[0] == s * aligned_m) and (m == 1 or stride[1] == 1)
+                and (s == 1 or stride[2] == aligned_m))
+    return False
 
 
 def get_mn_major_tma_aligned_tensor(x: torch.Tensor) -> torch.Tensor:

@@ -33,6 +33,7 @@ def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
     one `dgemm.jit.state.reset()`."""
     for name in _inherited_dgemm_variables():
         monkeypatch.delenv(name)
+    monkeypatch.delenv("DG_JIT_CACHE_DIR", raising=False)     # DeepGEMM's; read when unset
     cache_dir = tmp_path / "dgemm-cache"
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache_dir))
     # A stuck lock must fail a test, not hang the suite.

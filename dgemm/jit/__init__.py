@@ -10,11 +10,11 @@ context, launches) is imported by `dgemm.kernels.loader` with the first kernel i
 from . import state, stats
 from .cache import Outcome, ensure_compiled, ensure_compiled_outcome, get_entry
 from .errors import (CacheDirError, CompileError, CompileLockTimeout, DgemmError, EntryError,
-                     MissingKernelError)
+                     KernelNotWarmError, MissingKernelError)
 
 reset_stats = stats.reset
 
 __all__ = ["ensure_compiled", "ensure_compiled_outcome", "Outcome", "get_entry",
            "stats", "reset_stats", "state", "DgemmError", "CompileError", "MissingKernelError",
-           "CacheDirError", "CompileLockTimeout", "EntryError"]
+           "CacheDirError", "CompileLockTimeout", "EntryError", "KernelNotWarmError"]
 

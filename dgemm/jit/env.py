@@ -93,8 +93,19 @@ def get_choice(name: str, choices: tuple, default: str) -> str:
 
 # --- the local cache --------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """DGEMM_CACHE_DIR: root of the local disk tier (default ~/.cache/dgemm)."""
-    return Path(get_str("DGEMM_CACHE_DIR", "~/.cache/dgemm")).expanduser()
+    """DGEMM_CACHE_DIR: root of the local disk tier; when unset, DeepGEMM's DG_JIT_CACHE_DIR
+    (so a program that sets it for DeepGEMM, as vLLM does, keeps its kernels there under
+    `python -m dgemm.compat`); else ~/.cache/dgemm."""
+    return Path(get_str("DGEMM_CACHE_DIR") or get_str("DG_JIT_CACHE_DIR")
+                or "~/.cache/dgemm").expanduser()
+
+
+def cache_dir_source() -> str:
+    """The variable `cache_dir()` came from, or "default"."""
+    for name in ("DGEMM_CACHE_DIR", "DG_JIT_CACHE_DIR"):
+        if get_str(name) is not None:
+            return name
+    return "default"
 
 
 def lock_timeout() -> float:
@@ -295,6 +306,7 @@ KNOWN_VARIABLES = (
     "DGEMM_REMOTE_WAIT", "DGEMM_REMOTE_TTL", "DGEMM_REMOTE_FAIL_TTL",
     "DGEMM_TEST_PAUSE", "DGEMM_TEST_PAUSE_MARKER",
     "DGEMM_PREWARM_NUM_SMS",        # read by the Docker image's dgemm-prewarm, not by dgemm
+    "DGEMM_COMPAT_ROOT",            # set by `python -m dgemm.compat` for its child processes
 )
 
 

@@ -53,3 +53,9 @@ class EntryError(DgemmError):
 
 class ConfigError(DgemmError, ValueError):
     """A DGEMM_* environment variable holds a value of the wrong form."""
+
+
+class KernelNotWarmError(DgemmError, RuntimeError):
+    """A call would have to compile or load a kernel while its stream is capturing a CUDA
+    graph, which would break the capture; the message names the call and the warm-up to run
+    before capturing."""

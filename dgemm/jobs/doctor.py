@@ -1,7 +1,8 @@
 """`dgemm-cache doctor` (alias `show-config`): print the effective settings and check them.
 
 One line per check: dgemm's version; the local cache directory (exists, a dgemm cache, private,
-writable, how many entries; a missing one must be creatable); the HMAC secret (set or not: its
+writable, how many entries; a missing one must be creatable; named with DG_JIT_CACHE_DIR when
+that variable, not DGEMM_CACHE_DIR, set it); the HMAC secret (set or not: its
 value is never printed); the remote (URL with its password redacted, namespace, numbers, and
 whether it answers a PING within DGEMM_REMOTE_TIMEOUT); the compiler and its version (NVRTC
 loadable or nvcc found); this host's GPU (arch and SM count, through torch; a host without one
@@ -105,7 +106,16 @@ def check_cache_dir() -> Check:
                      "permissions, or set DGEMM_CACHE_DIR (or --cache-dir) to a writable "
                      "node-local directory")
     entries = sum(1 for _ in disk.iter_entries())
-    return Check("cache dir", OK, f"{root}: {entries} entries, private, writable")
+    return Check("cache dir", OK, f"{root}: {entries} entries, private, writable"
+                 + _cache_dir_source())
+
+
+def _cache_dir_source() -> str:
+    """Where the root came from, when that is not DGEMM_CACHE_DIR."""
+    from dgemm.jit import env
+    source = env.cache_dir_source()
+    return {"DGEMM_CACHE_DIR": "", "default": ""}.get(
+        source, f" (from {source}: DGEMM_CACHE_DIR is unset)")
 
 
 def _missing_cache_dir(root: Path) -> Check:
@@ -114,7 +124,8 @@ def _missing_cache_dir(root: Path) -> Check:
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if os.access(parent, os.W_OK | os.X_OK):
-        return Check("cache dir", OK, f"{root}: does not exist yet; created (0700) on first use")
+        return Check("cache dir", OK, f"{root}: does not exist yet; created (0700) on first use"
+                     + _cache_dir_source())
     return Check("cache dir", FAIL, str(root),
                  f"does not exist and cannot be created ({parent} is not writable by this "
                  f"user); set DGEMM_CACHE_DIR (or --cache-dir) to a writable node-local "

@@ -242,7 +242,7 @@ def _align_up(value: int, align: int) -> int:
 def specs_for(problem_list: list[Problem], num_sms: int, arch: str,
               family: str | None = None) -> dict[KernelSpec, list[Problem]]:
     """Dedupe by spec: each spec (sorted by its canonical JSON) with the problems it serves.
-    `family` forces a kernel family (e.g. the portable one); default: the arch's own."""
+    `family` forces a kernel family as `heuristics.select` does (None: the arch's own)."""
     from dgemm.heuristics import select     # here: it imports torch, which `--help` must not
     served: dict[KernelSpec, list[Problem]] = {}
     for problem in problem_list:

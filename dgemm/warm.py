@@ -1,0 +1,159 @@
+"""`dgemm.warmup`: load every kernel a range of calls will need, before a CUDA graph is captured.
+
+A call that finds its kernel loaded launches at once; one that does not compiles or loads it
+first, which a stream capturing a CUDA graph must not do (`KernelNotWarmError`). `warmup` takes
+the calls a model will make (a GEMM kind with its M values, N and K; or a shape manifest as
+`dgemm-cache prewarm` reads it), maps each to its kernel spec with the very selection the calls
+use on this device, dedupes (one spec serves many M: M is a run-time argument) and loads each
+spec once. The enumeration and the dedupe are prewarm's (`dgemm.jobs.manifest`), so a CPU
+prewarm with this GPU's `--arch` and `--num-sms` fills the cache with exactly these kernels.
+
+    dgemm.warmup("fp8_gemm_nt", m=range(1, 4097), n=2112, k=7168)
+    dgemm.warmup("m_grouped_fp8_gemm_nt_masked", m=[256], n=4096, k=7168, num_groups=8)
+    dgemm.warmup(manifest="deepseek_v3", m="1-4096")   # a preset name or a manifest file/dict
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Iterable, Optional, Union
+
+import torch
+
+from . import gemm, heuristics
+from .jobs import manifest as manifests
+from .kernels.spec import KernelSpec
+
+MValues = Union[int, str, Iterable[int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupReport:
+    """What `warmup` did: how many calls (shape x M) it covered and the distinct kernels it
+    loaded on `device`."""
+    problems: int
+    specs: tuple
+    device: int
+    seconds: float
+
+    def __str__(self) -> str:
+        return (f"dgemm.warmup: {self.problems} calls served by {len(self.specs)} kernels, "
+                f"loaded on cuda:{self.device} in {self.seconds:.1f} s")
+
+
+def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
+           k: Optional[int] = None, num_groups: int = 1, *,
+           manifest: Union[None, str, os.PathLike, dict] = None,
+           contiguous_spread: float = 0.0, device: Union[None, int, str, torch.device] = None,
+           jobs: int = 1) -> WarmupReport:
+    """Load every kernel that the given calls need on `device` (default: the current one).
+
+    Arguments:
+        kind: "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous" or
+            "m_grouped_fp8_gemm_nt_masked"; with `m`, `n`, `k` (and `num_groups` for the
+            grouped kinds). `m` is what the calls pass: the rows of A (dense), the total rows
+            m_sum (contiguous), or `expected_m` (masked); an int, an iterable of ints or a
+            range string such as "1-4096" or "128-16384:128".
+        manifest: instead of `kind`: a preset name (e.g. "deepseek_v3"), a manifest file or a
+            manifest dict as `dgemm-cache prewarm` reads it; `m` then adds M values to its
+            dense shapes and `contiguous_spread` widens its contiguous totals as prewarm's
+            `--contiguous-spread` does.
+        jobs: compile the kernels no cache tier holds in this many parallel processes first
+            (prewarm's pool); 1 compiles them one by one as they are loaded.
+
+    Raises ValueError (or ManifestError, a ValueError) for malformed arguments, RuntimeError
+    when called while the current stream captures a CUDA graph, and what loading raises
+    (CompileError, MissingKernelError with DGEMM_DISABLE_JIT).
+    """
+    started = time.perf_counter()
+    index = _device_index(device)
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("dgemm.warmup: the current stream is capturing a CUDA graph; call "
+                           "warmup before the capture starts (it compiles and loads kernels)")
+    problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
+                            contiguous_spread=contiguous_spread)
+    served = manifests.specs_for(problem_list, **gemm.selection_for(index))
+    if jobs > 1 and served:
+        _compile_in_parallel(list(served), jobs)
+    for spec, calls in served.items():
+        first = calls[0]
+        gemm.load_kernel(spec, index, (first.kind, first.m, first.n, first.k, first.num_groups))
+    return WarmupReport(len(problem_list), tuple(served), index,
+                        time.perf_counter() - started)
+
+
+def plan(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
+         k: Optional[int] = None, num_groups: int = 1, *, num_sms: int, arch: str,
+         family: Optional[str] = None, manifest=None,
+         contiguous_spread: float = 0.0) -> dict[KernelSpec, list]:
+    """The specs `warmup` would load for a GPU of `arch` with `num_sms` SMs, each with the calls
+    (`manifest.Problem`) it serves; no GPU needed."""
+    problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
+                            contiguous_spread=contiguous_spread)
+    return manifests.specs_for(problem_list, num_sms, arch, family)
+
+
+def problems(kind, m, n, k, num_groups=1, *, manifest=None,
+             contiguous_spread: float = 0.0) -> list:
+    """The calls (`manifest.Problem`) named by `warmup`'s arguments."""
+    if manifest is not None:
+        if kind is not None or n is not None or k is not None:
+            raise ValueError("dgemm.warmup: pass either a manifest (and optionally m, extra M "
+                             "values for its dense shapes) or kind, m, n and k; not both")
+        extra = [] if m is None else _m_values(m)
+        return manifests.problems(_load_manifest(manifest), extra, contiguous_spread)
+    if kind not in heuristics.KINDS:
+        raise ValueError(f"dgemm.warmup: kind must be one of {', '.join(heuristics.KINDS)} (or "
+                         f"pass manifest=...); got {kind!r}")
+    if m is None or n is None or k is None:
+        raise ValueError(f"dgemm.warmup: {kind} needs m (the M values the calls use), n and k; "
+                         f"got m={m!r}, n={n!r}, k={k!r}")
+    for name, value in (("n", n), ("k", k), ("num_groups", num_groups)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"dgemm.warmup: {name} must be a positive int; got {value!r}")
+    if k % heuristics.BLOCK_K != 0:
+        raise ValueError(f"dgemm.warmup: k must be a multiple of {heuristics.BLOCK_K}; got {k}")
+    if kind == "fp8_gemm_nt" and num_groups != 1:
+        raise ValueError(f"dgemm.warmup: fp8_gemm_nt has no groups; got num_groups={num_groups}")
+    return [manifests.Problem(kind, value, n, k, num_groups) for value in _m_values(m)]
+
+
+def _m_values(m: MValues) -> list:
+    if isinstance(m, str):
+        return manifests.parse_m_range(m)
+    values = [m] if isinstance(m, int) and not isinstance(m, bool) else list(m)
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <=
+                             manifests.MAX_DIM for v in values):
+        raise ValueError(f"dgemm.warmup: m must be a positive int, an iterable of positive ints "
+                         f"or a range string such as '1-4096'; got {m!r}")
+    return sorted(set(values))
+
+
+def _load_manifest(manifest) -> dict:
+    if isinstance(manifest, dict):
+        manifests.check_sections(manifest)
+        return manifest
+    if isinstance(manifest, str) and manifest in manifests.available_presets():
+        return manifests.load_preset(manifest)
+    return manifests.load_manifest(manifest)
+
+
+def _device_index(device) -> int:
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    parsed = torch.device(device)
+    if parsed.type != "cuda":
+        raise ValueError(f"dgemm.warmup: device must be a CUDA device; got {device!r}")
+    return parsed.index if parsed.index is not None else torch.cuda.current_device()
+
+
+def _compile_in_parallel(specs: list, jobs: int) -> None:
+    """Compile what no tier holds in `jobs` processes (prewarm's pool, which publishes to the
+    disk and remote tiers); the loads that follow then read the disk. A failure here is left
+    to the load, which raises it with the compiler's log."""
+    from .jobs import prewarm
+    from .progress import Progress
+    prewarm.compile_all(specs, jobs, Progress("warmup", len(specs), enabled=False))
