@@ -44,7 +44,7 @@ EXIT_STATUS_HELP = """exit status:
        all: unreachable, a missing or wrong password, or writes refused (full); rerun once
        it is fixed, which compiles nothing and uploads what is missing
   130  stopped by SIGINT (Ctrl-C), 143 by SIGTERM, after printing the report of what finished
-under torchrun (RANK/WORLD_SIZE set) every line starts with [rank I/N]."""
+under torchrun (RANK/WORLD_SIZE set) every line prewarm prints starts with [rank I/N]."""
 
 
 # ------------------------------------------------------------------------------------------
