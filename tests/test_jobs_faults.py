@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from dgemm import cli
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, cleanup, manifest, sync
+from cli_helpers import process_table, run_cli
 from redis_server import make_entry_blob
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,17 +39,6 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 @pytest.fixture
 def disk(fresh_dgemm_cache) -> DiskTier:
     return DiskTier(fresh_dgemm_cache)
-
-
-def run_cli(capsys, *argv) -> tuple:
-    """(exit status, stdout, stderr) of `dgemm-cache argv...` in process; argparse's own
-    refusals (SystemExit) count as their exit status."""
-    try:
-        status = cli.main([str(a) for a in argv])
-    except SystemExit as exited:
-        status = exited.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def assert_refused(capsys, argv, fragment: str) -> None:
@@ -233,22 +222,8 @@ def test_a_pid_taken_by_a_process_younger_than_the_temp_file_is_not_its_writer()
 # ------------------------------------------------------------------------------------------------
 # Orphaned prewarm workers (item 9)
 # ------------------------------------------------------------------------------------------------
-def _process_table() -> dict:
-    """pid -> (ppid, state) of every process, from /proc."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                text = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            fields = text[text.rindex(")") + 2:].split()
-            table[int(name)] = (int(fields[1]), fields[0])
-    return table
-
-
 def _descendants(pid: int) -> set:
-    table, found, frontier = _process_table(), set(), {pid}
+    table, found, frontier = process_table(), set(), {pid}
     while frontier:
         frontier = {child for child, (parent, _) in table.items() if parent in frontier}
         found |= frontier
@@ -256,7 +231,7 @@ def _descendants(pid: int) -> set:
 
 
 def _running(pids: set) -> set:
-    table = _process_table()
+    table = process_table()
     return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
 
 

@@ -8,7 +8,6 @@ timeout), and the trivial test kernels (conftest's `test_kernels`) for compiles.
 """
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -16,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from dgemm import cli
 from dgemm.jit import env
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import manifest, prewarm
+from cli_helpers import live_children, run_cli, tampered_bundle
 from redis_server import RedisServer, free_port, make_entry_blob, redis_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,16 +60,9 @@ def n_specs() -> int:
     return len(manifest.specs_for(manifest.problems(SMALL_MANIFEST), 132, "sm_90a"))
 
 
-def cli_run(capsys, *argv) -> tuple:
-    """(exit status, stdout, stderr) of `dgemm-cache argv...` run in process."""
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def prewarm_json(capsys, shapes, *extra) -> tuple:
     # One worker: enough for the trivial test kernels, and a second spawn is the slow part.
-    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--jobs", "1",
+    status, out, err = run_cli(capsys, "prewarm", "--manifest", shapes, "--jobs", "1",
                                "--no-progress", "--json", *extra)
     return status, json.loads(out), err
 
@@ -177,20 +169,6 @@ def test_prewarm_help_and_the_readme_give_the_exit_statuses():
 # ------------------------------------------------------------------------------------------------
 # Defect 2: Ctrl-C and SIGTERM stop prewarm at once, with the partial report
 # ------------------------------------------------------------------------------------------------
-def _process_children(pid: int) -> set:
-    children = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                text = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            fields = text[text.rindex(")") + 2:].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
-                children.add(int(name))
-    return children
-
-
 def _alive(pids: set) -> set:
     alive = set()
     for pid in pids:
@@ -230,7 +208,7 @@ def test_ctrl_c_stops_prewarm_within_seconds_with_the_partial_report(tmp_path, c
     workers = set()
     try:
         _wait_for(marker.exists, "a worker to start compiling")
-        workers = _process_children(job.pid)
+        workers = live_children(job.pid)
         assert workers
         # As a terminal's Ctrl-C does: the whole process group (job and workers) gets it.
         sent = time.monotonic()
@@ -271,7 +249,7 @@ def test_a_sigterm_to_the_job_alone_ends_its_workers_and_their_nvcc(tmp_path, ca
     try:
         _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2,
                   "both workers to start nvcc")
-        left = _process_children(job.pid) | {int(pid) for pid in pids.read_text().split()}
+        left = live_children(job.pid) | {int(pid) for pid in pids.read_text().split()}
         job.send_signal(signal.SIGTERM)
         out, err = job.communicate(timeout=30)
         _wait_for(lambda: not _alive(left), "the workers and compilers to end", timeout_s=10)
@@ -304,7 +282,7 @@ def test_prewarm_refuses_a_bad_setting_once_before_compiling(capsys, cache, shap
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     started = time.monotonic()
-    status, out, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
+    status, out, err = run_cli(capsys, "prewarm", "--manifest", shapes, "--no-progress")
     assert status == 2, err
     message = [line for line in err.splitlines() if line.strip()]
     assert len(message) == 1 and named in message[0], err
@@ -316,7 +294,7 @@ def test_prewarm_refuses_a_bad_setting_once_before_compiling(capsys, cache, shap
                                      ["pull"], ["sync", "--once"], ["gc", "--dry-run"]])
 def test_every_command_reads_every_setting_before_working(capsys, cache, monkeypatch, command):
     monkeypatch.setenv("DGEMM_LOCK_TIMEOUT", "abc")
-    status, _, err = cli_run(capsys, *command)
+    status, _, err = run_cli(capsys, *command)
     assert status == 2 and "DGEMM_LOCK_TIMEOUT='abc'" in err
 
 
@@ -335,7 +313,7 @@ def test_an_unusable_cache_dir_is_refused_once_before_compiling(capsys, cache, s
     if kind == "a-file":    # a cache not created yet is no error for a command that only reads
         commands.append(["stats"])
     for argv in commands:
-        status, _, err = cli_run(capsys, *argv)
+        status, _, err = run_cli(capsys, *argv)
         assert status == 2, (argv, err)
         assert str(unusable) in err and "DGEMM_CACHE_DIR" in err
         assert len(err.strip().splitlines()) == 1
@@ -347,14 +325,14 @@ def test_a_cache_dir_others_can_write_is_refused_before_compiling(capsys, cache,
     shared.mkdir()
     shared.chmod(0o777)
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(shared))
-    status, _, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--no-progress")
+    status, _, err = run_cli(capsys, "prewarm", "--manifest", shapes, "--no-progress")
     assert status == 2 and "chmod 700" in err
     assert not entries_in(shared)
 
 
 def test_an_unknown_dgemm_variable_is_named_as_a_likely_typo(capsys, cache, monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHES", "redis://elsewhere:6379/0")
-    status, _, err = cli_run(capsys, "stats")
+    status, _, err = run_cli(capsys, "stats")
     assert status == 0 and "DGEMM_REMOTE_CACHES is not a dgemm setting" in err
 
 
@@ -369,7 +347,7 @@ def test_env_knows_every_dgemm_variable_the_package_reads():
 # ------------------------------------------------------------------------------------------------
 def test_prewarm_arch_sm_90_without_portable_is_refused_with_the_likely_fix(capsys, cache,
                                                                             shapes):
-    status, _, err = cli_run(capsys, "prewarm", "--manifest", shapes, "--arch", "sm_90",
+    status, _, err = run_cli(capsys, "prewarm", "--manifest", shapes, "--arch", "sm_90",
                              "--no-progress")
     assert status == 2 and "did you mean --arch sm_90a" in err and "--portable" in err
 
@@ -387,20 +365,20 @@ def test_prewarm_portable_builds_what_force_portable_runs_on_hopper(capsys, cach
 @pytest.mark.parametrize("arch", ["foo", "sm90a", "90a", "sm_90b"])
 def test_pull_refuses_an_arch_that_is_not_one(capsys, cache, redis_server, monkeypatch, arch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    status, _, err = cli_run(capsys, "pull", "--arch", arch, "--no-progress")
+    status, _, err = run_cli(capsys, "pull", "--arch", arch, "--no-progress")
     assert status == 2 and "--arch" in err and "sm_90a" in err
 
 
 @pytest.mark.parametrize("command", [["gc"], ["stats"], ["ls"], ["verify"],
                                      ["export", "k.tar"], ["clear"]], ids=lambda c: c[0])
 def test_a_mistyped_cache_dir_is_refused_not_read_as_empty(capsys, cache, tmp_path, command):
-    status, out, err = cli_run(capsys, *command, "--cache-dir", tmp_path / "dgemm-cahce")
+    status, out, err = run_cli(capsys, *command, "--cache-dir", tmp_path / "dgemm-cahce")
     assert status == 2 and "dgemm-cahce" in err and "does not exist" in err, out + err
     assert not (tmp_path / "dgemm-cahce").exists()
 
 
 def test_stats_on_a_cache_not_created_yet_says_so(capsys, cache):
-    status, out, _ = cli_run(capsys, "stats")
+    status, out, _ = run_cli(capsys, "stats")
     assert status == 0 and "no cache yet" in out
 
 
@@ -426,23 +404,14 @@ def test_a_reader_that_left_ends_the_command_quietly(cache, shapes, command):
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-def _tampered_bundle(source: Path, target: Path, key: str) -> None:
-    with tarfile.open(source) as original, tarfile.open(target, "w") as tampered:
-        for member in original.getmembers():
-            data = original.extractfile(member).read()
-            if member.name == f"entries/{key}.kbin":
-                data = data[:-1] + bytes([data[-1] ^ 1])
-            tampered.addfile(member, io.BytesIO(data))
-
-
 def test_import_names_each_refused_kernel_and_the_reason(capsys, cache, tmp_path, monkeypatch):
     disk = DiskTier(cache)
     disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     disk.put_blob(KEY_B, make_entry_blob(KEY_B))
-    cli_run(capsys, "export", tmp_path / "good.tar", "--no-progress")
-    _tampered_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
+    run_cli(capsys, "export", tmp_path / "good.tar", "--no-progress")
+    tampered_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
-    status, out, _ = cli_run(capsys, "import", tmp_path / "bad.tar")
+    status, out, _ = run_cli(capsys, "import", tmp_path / "bad.tar")
     assert status == 1 and "1 refused" in out
     refused = [line for line in out.splitlines() if "refused " + KEY_B[:12] in line]
     assert len(refused) == 1, out
@@ -450,7 +419,7 @@ def test_import_names_each_refused_kernel_and_the_reason(capsys, cache, tmp_path
     assert "sha256 differs" in refused[0]
 
     monkeypatch.setenv("DGEMM_CACHE_SECRET", "s3cret")
-    status, out, _ = cli_run(capsys, "import", tmp_path / "good.tar", "--json")
+    status, out, _ = run_cli(capsys, "import", tmp_path / "good.tar", "--json")
     report = json.loads(out)
     assert status == 1 and {r["key"] for r in report["refusals"]} == {KEY_A, KEY_B}
     assert all("unsigned" in r["reason"] for r in report["refusals"])
@@ -461,7 +430,7 @@ def test_a_missing_redis_password_is_explained_not_quoted(capsys, cache, passwor
                                                           monkeypatch, command):
     DiskTier(cache).put_blob(KEY_A, make_entry_blob(KEY_A))
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{password_redis.port}/0")
-    status, out, err = cli_run(capsys, *command)
+    status, out, err = run_cli(capsys, *command)
     assert status == 3
     assert "Redis requires a password" in out + err
     assert "redis://user:password@host:port/db" in out + err
@@ -485,7 +454,7 @@ def test_commands_against_a_down_redis_do_not_talk_of_compiling(cache, command):
 def test_push_with_nothing_to_push_still_says_a_down_redis_is_unreachable(capsys, cache,
                                                                          monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
-    status, out, err = cli_run(capsys, "push", "--no-progress")
+    status, out, err = run_cli(capsys, "push", "--no-progress")
     assert status == 3 and "unavailable" in err and "pushed" not in out
 
 
@@ -515,7 +484,7 @@ def test_m_values_print_as_ranges_that_parse_back():
 def test_prewarm_text_report_shows_m_as_ranges_and_how_many_kernels_redis_holds(
         capsys, cache, shapes, redis_server, monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--m-range",
+    status, out, _ = run_cli(capsys, "prewarm", "--manifest", shapes, "--m-range",
                              "1-2048,4096-16384:1024", "--jobs", "1", "--no-progress")
     assert status == 0
     assert re.search(r"remote cache +redis://\S+: (\d+) of \1 kernels there", out), out
@@ -527,7 +496,7 @@ def test_prewarm_text_report_shows_m_as_ranges_and_how_many_kernels_redis_holds(
 def test_under_torchrun_every_line_names_the_rank(capsys, cache, shapes, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    status, out, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    status, out, err = run_cli(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
     assert status == 0
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert lines and all(line.startswith("[rank 1/2] ") for line in lines), out + err
@@ -535,16 +504,16 @@ def test_under_torchrun_every_line_names_the_rank(capsys, cache, shapes, monkeyp
 
 def test_verbose_prewarm_tells_per_kernel_which_tier_answered(capsys, cache, shapes,
                                                               redis_server, monkeypatch):
-    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    status, _, err = run_cli(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
     assert status == 0
     assert err.count("compiled in") == n_specs() and f"[{n_specs()}/{n_specs()}]" in err
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    status, _, err = run_cli(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
     assert status == 0
     assert err.count("cached on local disk") == n_specs()
     assert err.count("uploaded to the remote cache") == n_specs()
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache.parent / "second-node"))
-    status, _, err = cli_run(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
+    status, _, err = run_cli(capsys, "-v", "prewarm", "--manifest", shapes, "--jobs", "1")
     assert status == 0 and err.count("downloaded from the remote cache") == n_specs()
 
 
@@ -554,10 +523,10 @@ def test_verbose_pull_logs_each_kernel(capsys, cache, redis_server, monkeypatch,
     other = DiskTier(cache.parent / "other-node")
     other.put_blob(KEY_A, make_entry_blob(KEY_A, arch="sm_90a"))
     other.put_blob(KEY_B, make_entry_blob(KEY_B, arch="sm_80"))
-    cli_run(capsys, "push", "--no-progress")
+    run_cli(capsys, "push", "--no-progress")
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache))
     with caplog.at_level(logging.INFO, logger="dgemm.sync"):
-        status, _, _ = cli_run(capsys, "-v", "pull", "--arch", "sm_90a", "--any-compiler",
+        status, _, _ = run_cli(capsys, "-v", "pull", "--arch", "sm_90a", "--any-compiler",
                                "--no-progress")
     assert status == 0
     lines = [record.getMessage() for record in caplog.records if record.name == "dgemm.sync"]
@@ -583,7 +552,7 @@ def test_dry_run_lists_the_kernels_and_where_each_is_cached_compiling_nothing(
 
 def test_dry_run_text_and_a_down_redis(capsys, cache, shapes, monkeypatch):
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
-    status, out, _ = cli_run(capsys, "prewarm", "--manifest", shapes, "--dry-run")
+    status, out, _ = run_cli(capsys, "prewarm", "--manifest", shapes, "--dry-run")
     assert status == 3
     assert "unavailable" in out and f"{n_specs()} to compile" in out
     assert not entries_in(cache)
