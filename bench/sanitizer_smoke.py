@@ -4,7 +4,8 @@
 
 Prints calc_diff for the dense calls; the sanitizer's ERROR SUMMARY is the result. Runs the
 heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles forced, alone
-and in 2-CTA clusters (sharing B: dense calls only).
+and in 2-CTA clusters (sharing B: dense calls only), and 64-row split-K tiles (a wide and a
+narrow one; K of 1, 2, 3, 4 and 8 blocks: their warpgroups own alternate stages, v23).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ DENSE_SHAPES = [(1, 576, 128), (65, 2120, 256), (200, 100, 512), (129, 264, 384)
                 (300, 200, 1024)]
 # (block_m, block_n, cluster size, cluster shares A); None: the heuristic's pick.
 TILES = [None, (128, 256, 1, True), (192, 128, 1, True), (128, 256, 2, False),
-         (192, 128, 2, True)]
+         (192, 128, 2, True), (64, 160, 1, True), (64, 56, 1, True)]
 
 
 def dense(m: int, n: int, k: int) -> None:

@@ -47,12 +47,90 @@ def interleaved_samples(fns: dict, rounds: int = 5, iters: int = 20) -> dict:
     """kernel_time_us of each function in each of `rounds` alternating rounds: {name: [us per
     round]}. The GPU's clock drifts with power and heat over a run (seen: the same kernel
     10..15% apart minutes later), so implementations measured back to back in one block each
-    would be compared at different clocks."""
+    would be compared at different clocks. A round is one profiler session over all the
+    functions (`round_times`), which saves a session per function and round; where its kernels
+    cannot be told apart it falls back to one session per function."""
     samples = {name: [] for name in fns}
     for _ in range(rounds):
-        for name, fn in fns.items():
-            samples[name].append(kernel_time_us(fn, iters=iters))
+        times = round_times(fns, iters)
+        if times is None:
+            times = {name: kernel_time_us(fn, iters=iters) for name, fn in fns.items()}
+        for name in fns:
+            samples[name].append(times[name])
     return samples
+
+
+_MARKER_KERNEL = "spin_kernel"        # torch.cuda._sleep's kernel: launched by nothing else
+
+
+def round_times(fns: dict, iters: int = 20, warmup: int = 3):
+    """{name: mean CUDA-kernel us of one call} for every function, all timed in one profiler
+    session: each function's `iters` L2-flushed calls, then a marker kernel (torch.cuda._sleep)
+    that closes its segment of the kernel timeline. None when the timeline does not split into
+    one non-empty segment per function (the caller then times them one by one)."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for fn in fns.values():
+            for _ in range(iters):
+                flush.zero_()
+                fn()
+            torch.cuda._sleep(1)
+        torch.cuda.synchronize()
+    kernels = [(e.time_range.start, e.name, _kernel_us(e)) for e in prof.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA]
+    totals = split_at_markers(kernels, len(fns))
+    return None if totals is None else {name: t / iters for name, t in zip(fns, totals)}
+
+
+def split_at_markers(kernels: list, count: int):
+    """Kernel time of each of `count` segments of a timeline of (start, name, us) kernels, each
+    closed by a marker kernel; flush kernels are left out. None unless there are exactly
+    `count` markers and no segment is empty."""
+    totals, current = [0.0], 0
+    for _, name, us in sorted(kernels, key=lambda kernel: kernel[0]):
+        if _MARKER_KERNEL in name:
+            totals.append(0.0)
+            current += 1
+        elif not any(hint in name for hint in _FLUSH_KERNEL_HINTS):
+            totals[current] += us
+    totals = totals[:-1]                  # nothing follows the last marker
+    return totals if current == count and all(totals) else None
+
+
+def check_round_times(fns: dict, iters: int = 20) -> str:
+    """One line comparing `round_times` with one profiler session per function on the same
+    functions (printed once per run, so a table says that its way of timing agrees)."""
+    together = round_times(fns, iters)
+    apart = {name: kernel_time_us(fn, iters=iters) for name, fn in fns.items()}
+    if together is None:
+        return "timing check: one session per round could not split the kernels; timed apart"
+    return "timing check (us, one session per round / one per function): " + ", ".join(
+        f"{name} {together[name]:.1f}/{apart[name]:.1f}" for name in fns)
+
+
+class CudaFault(RuntimeError):
+    """A CUDA error in a timed or checked function: the process's CUDA context is lost, so a
+    benchmark records the shape and exits (`--resume` goes on in a fresh process)."""
+
+
+def is_cuda_fault(exc: BaseException) -> bool:
+    return "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
+
+
+def checked(name: str, fn):
+    """fn(), synchronised, with a CUDA fault raised as CudaFault naming `name`."""
+    try:
+        result = fn()
+        torch.cuda.synchronize()
+        return result
+    except Exception as exc:
+        if is_cuda_fault(exc):
+            raise CudaFault(f"{name}: {str(exc).splitlines()[0]}") from exc
+        raise
 
 
 def median(values) -> float:

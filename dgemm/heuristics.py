@@ -57,6 +57,15 @@ def select(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int 
     return spec
 
 
+def candidates(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int = 132,
+               count: int = 4) -> list:
+    """The sm_90a cost model's `count` best specs for one call, best first (the first is
+    `select`'s pick): what benchmarks time to check the model, and what an autotuner would
+    choose among."""
+    select(kind, m, n, k, num_groups, num_sms)               # validates the request
+    return hopper_fp8.candidates(GEMM_TYPES[kind], m, n, k, num_groups, num_sms, count)
+
+
 @contextlib.contextmanager
 def forced_tile(block_m: int, block_n: int, num_tma_multicast: int = 1,
                 multicast_on_a: bool = True):
@@ -75,4 +84,4 @@ def forced_tile(block_m: int, block_n: int, num_tma_multicast: int = 1,
 
 
 __all__ = ["KINDS", "GEMM_TYPES", "BLOCK_K", "FORMAT_VERSION", "KernelSpec", "family_for",
-           "select", "forced_tile"]
+           "select", "candidates", "forced_tile"]

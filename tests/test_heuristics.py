@@ -222,3 +222,55 @@ def test_forced_tiles_do_not_nest():
         with pytest.raises(RuntimeError, match="do not nest"):
             with heuristics.forced_tile(64, 64):
                 pass
+
+
+# ---- 64-row tiles: even stage counts (bench/NOTES.md v23) -------------------------------------
+def _suite_calls():
+    """(kind, m, n, k, groups) of every call of the benches' suites, and small-M calls over K
+    block counts both odd and even (64-row tiles, whose stage counts were odd before v23)."""
+    from bench import suite as suites
+
+    calls = []
+    for name in suites.SUITES:
+        calls += [("fp8_gemm_nt", s.m, s.n, s.k, 1) for s in suites.dense_shapes(name)]
+        for case in suites.grouped_cases(name, "contiguous"):
+            calls.append(("m_grouped_fp8_gemm_nt_contiguous", case.padded_m, case.n, case.k,
+                          case.groups))
+        for case in suites.grouped_cases(name, "masked"):
+            calls.append(("m_grouped_fp8_gemm_nt_masked", case.expected_m, case.n, case.k,
+                          case.groups))
+    for m in (1, 4, 23, 64):
+        for n in (2112, 7168, 36864):
+            for k in (128, 384, 1152, 7168, 18432, 16384):
+                calls.append(("fp8_gemm_nt", m, n, k, 1))
+                calls.append(("m_grouped_fp8_gemm_nt_masked", m, n, k, 32))
+    return calls
+
+
+def test_64_row_tiles_always_get_an_even_stage_count():
+    seen_64 = 0
+    for kind, m, n, k, groups in _suite_calls():
+        for spec in heuristics.candidates(kind, m, n, k, groups, count=10 ** 6):
+            if spec.block_m == 64:
+                seen_64 += 1
+                assert spec.num_stages % 2 == 0 or spec.num_stages == 1 == k // 128, spec
+                spec.plan_checks()                     # accepted by the plan check
+    assert seen_64 > 1000
+    # These picked odd counts before v23 (and faulted): 64x144x7, 64x56x13, 64x80x11.
+    assert select("fp8_gemm_nt", 4, 36864, 7168).num_stages % 2 == 0
+    for block_n, k in ((144, 7168), (56, 16384), (80, 18432), (160, 7168), (64, 16384)):
+        assert hopper_fp8.num_stages(64, block_n, k) % 2 == 0
+        assert hopper_fp8.num_stages(64, block_n, k) <= hopper_fp8.max_stages(64, block_n, k)
+
+
+@pytest.mark.parametrize("stages", [3, 7, 13])
+def test_a_64_row_spec_with_an_odd_stage_count_is_refused_before_compiling(stages):
+    base = select("fp8_gemm_nt", 4, 36864, 7168)
+    by_hand = dataclasses.replace(base, block_m=64, block_n=144, num_stages=stages)
+    with pytest.raises(ValueError, match="even stage count"):
+        by_hand.plan_checks()
+    from dgemm.jit import source
+    with pytest.raises(ValueError, match="even stage count"):
+        source.render(by_hand)                       # so no key and no compile either
+    # 128-row tiles keep any depth that fits.
+    dataclasses.replace(base, block_m=128, block_n=144, num_stages=stages).plan_checks()

@@ -36,6 +36,16 @@ __host__ __device__ constexpr bool fp8_gemm_tma_store(uint32_t shape_n, uint32_t
     return shape_n % 8 == 0 and block_n % 64 == 0;
 }
 
+// Rows of A that the last m-block of a plain GEMM loads when M is not a multiple of the tile
+// height (the `tma_a_tail` descriptor's box; Python builds it with the same number): only its
+// M % BLOCK_M real rows. The rest of that A stage keeps stale bytes, whose output rows are never
+// stored, instead of TMA zero fill, which slows every SM of the run (NOTES: bench/NOTES.md
+// v24). Clusters sharing A load slices of whole tiles: they keep the zero fill.
+__host__ __device__ constexpr uint32_t fp8_gemm_a_tail_rows(bool plain, bool multicast_on_a,
+                                                            uint32_t shape_m, uint32_t block_m) {
+    return plain and not multicast_on_a and shape_m % block_m != 0 ? shape_m % block_m : block_m;
+}
+
 // Tiles that divide 128 columns always sit inside one B-scale block.
 __host__ __device__ constexpr bool fp8_gemm_uniform_scale_b(uint32_t block_n) {
     return 128 % block_n == 0;
@@ -102,6 +112,7 @@ __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
                 uint32_t shape_m,
                 const __grid_constant__ TmaDescriptor tma_a,
+                const __grid_constant__ TmaDescriptor tma_a_tail,
                 const __grid_constant__ TmaDescriptor tma_b,
                 const __grid_constant__ TmaDescriptor tma_scales_a,
                 const __grid_constant__ TmaDescriptor tma_d) {
@@ -163,10 +174,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "the output tile heads shared memory; all of it fits one sm_90 CTA");
 
     // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, two
-    // split its K blocks (even / odd) and add their partial sums at the end. NOTES: one
-    // warpgroup's issue -> wait -> promote chain costs ~450 clk per K block however small the
-    // tile; two independent chains halve that on the latency-bound small-M shapes.
+    // split its K blocks (those of the even / odd stages) and add their partial sums at the
+    // end. NOTES: one warpgroup's issue -> wait -> promote chain costs ~450 clk per K block
+    // however small the tile; two independent chains halve that on the latency-bound small-M
+    // shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
+    static_assert(not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
+                  "split-K tiles give each math warpgroup half of the stages: an even count");
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
 
     // ---- Pipeline ring --------------------------------------------------------------------
@@ -220,6 +234,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // ---- Descriptor prefetch and barrier init -------------------------------------------
     if (threadIdx.x == 0) {
         tma_prefetch_descriptor(&tma_a);
+        tma_prefetch_descriptor(&tma_a_tail);
         tma_prefetch_descriptor(&tma_b);
         tma_prefetch_descriptor(&tma_scales_a);
         if constexpr (kTMAStore)
@@ -277,7 +292,17 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // the intrinsic smem_addr, bench/NOTES.md v21).
         if (warp_idx == 0 and elect_one_sync()) {
             uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
+            const uint32_t tail_rows = fp8_gemm_a_tail_rows(
+                kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
+                shape_m, BLOCK_M);
+            const uint32_t last_m_block = (shape_m - 1) / BLOCK_M;
             while (scheduler.next(m_block, n_block, group)) {
+                // The last m-block loads only its real rows of A (see fp8_gemm_a_tail_rows);
+                // the bytes each of its stages receives follow.
+                const bool tail = tail_rows != BLOCK_M and m_block == last_m_block;
+                const TmaDescriptor* desc_a = tail ? &tma_a_tail : &tma_a;
+                const uint32_t stage_bytes =
+                    kStageBytes - (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u);
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
                     (kGemmType == GemmType::Normal ? 0 : group * SHAPE_N) + n_block * BLOCK_N);
@@ -289,7 +314,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 auto produce = [&](uint32_t s, uint32_t k_block) {
                     empty_barriers[s].wait(phase ^ 1);
                     MBarrier* full = full_barriers + s;
-                    full->arrive_expect_tx(kStageBytes);
+                    full->arrive_expect_tx(stage_bytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
                     // The shared operand: this CTA's slice, multicast to every CTA of the
                     // cluster (the whole tile, locally, without multicast).
@@ -304,7 +329,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                                   (1u << kNumTMAMulticast) - 1);
                         }
                     };
-                    load(&tma_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, a_row, kIsTMAMulticastOnA,
+                    load(desc_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, a_row, kIsTMAMulticastOnA,
                          kASliceRows);
                     load(&tma_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, b_row, not kIsTMAMulticastOnA,
                          kBSliceRows);
@@ -407,8 +432,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 idle = not __any_sync(0xffffffff, any);
             }
 
-            // Split-K tiles: warpgroup w takes the K blocks of parity w.
-            auto owns = [&](uint32_t k_block) { return not kSplitK or k_block % 2 == math_wg; };
+            // Split-K tiles: warpgroup w takes the ring's stages of parity w (whatever K block
+            // they hold), so each warpgroup waits on every phase of its own stages and on no
+            // other. NOTES: owned by K-block parity, a stage changed hands between laps whenever
+            // the stage count or the K blocks per tile were odd; a warpgroup then waited on a
+            // stage two fills after the one it saw last, the parity wait passed one phase early,
+            // and the kernel ended in "unspecified launch failure" (bench/NOTES.md v23).
+            auto owns = [&](uint32_t stage) { return not kSplitK or stage % 2 == math_wg; };
 
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
             // final += acc * scale_a(row) * scale_b(column block).
@@ -484,7 +514,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     const uint32_t sa_addr = opaque(scales_a_addr);
                     #pragma unroll
                     for (uint32_t s = 0; s < kNumStages; ++s)
-                        if (owns(k0 + lap * kNumStages + s))
+                        if (owns(s))
                             slot(s, k0 + lap * kNumStages + s, sa_addr);
                 }
             };
@@ -503,7 +533,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         const uint32_t sa_addr = opaque(scales_a_addr);
                         #pragma unroll
                         for (uint32_t s = 0; s < kNumStages; ++s)
-                            if (s >= lo and s < hi and owns(k0 + s))
+                            if (s >= lo and s < hi and owns(s))
                                 slot(s, k0 + s, sa_addr);
                         if (hi == kNumStages)
                             phase ^= 1;

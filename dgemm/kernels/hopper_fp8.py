@@ -33,7 +33,7 @@ PRODUCER_THREADS = 128             # one TMA producer warpgroup
 # The plan: threads and shared memory (checked against fp8_gemm.cuh at compile time)
 # ------------------------------------------------------------------------------------------
 def math_threads(block_m: int) -> int:
-    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate K blocks
+    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate stages
     (block_m 64). Header: `fp8_gemm_math_threads`."""
     return 384 if block_m == 192 else 256
 
@@ -77,6 +77,15 @@ def cpp_instance(spec: KernelSpec) -> str:
 
 
 def plan_checks(spec: KernelSpec) -> str:
+    # Every source, key and compile of this family passes here: a spec the kernel refuses
+    # (e.g. built by hand, or read from an old manifest) fails here with the fix in its message
+    # instead of in the compiler. NOTES: 64-row tiles with an odd stage count faulted before
+    # kernel v23 (bench/NOTES.md v23); the header now refuses them too.
+    check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
+    if spec.block_m == 64 and spec.num_stages % 2 and spec.num_stages > 1:
+        raise ValueError(f"64-row tiles need an even stage count (their two math warpgroups "
+                         f"own alternate stages); got {spec.num_stages}: use "
+                         f"dgemm.kernels.hopper_fp8.num_stages() or with_tile()")
     args = (spec.n, spec.k, spec.block_m, spec.block_n, spec.block_k, spec.num_stages,
             smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)))
     return "template struct dgemm::Fp8GemmPlanCheck<" + ", ".join(map(str, args)) + ">;"
@@ -102,7 +111,13 @@ def num_stages(block_m: int, block_n: int, k: int) -> int:
         return 0
     k_blocks = ceil_div(k, BLOCK_K)
     # Never fewer than 3 (or the K blocks there are): with 2 the producer is one stage ahead.
-    return max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
+    stages = max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
+    if block_m == 64 and stages % 2 and stages > 1:
+        # The two math warpgroups of a 64-row tile own alternate stages (header: kSplitK), so
+        # an even count gives them equal halves: one more if it fits and has a K block to
+        # hold, else one fewer. (One stage, K = 128: the first warpgroup does it all.)
+        stages = stages + 1 if stages < min(deepest, k_blocks) else stages - 1
+    return stages
 
 
 def block_ns(block_m: int) -> tuple:
@@ -130,7 +145,8 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
     NOTES: per K block (~1.75 GHz), 128-row tiles took ~247 + 3.9 * block_n clk up to 128
     columns (64 -> 489, 128 -> 745 measured; never below ~420 however narrow) and ~6..7.5 clk
     per column beyond; 192-row tiles (three warpgroups) 550 + 3.65 * block_n (64 -> 784,
-    128 -> 1018); 64-row split-K tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
+    128 -> 1018; refitted to 500 + 3.65 * block_n for kernel v21, below); 64-row split-K
+    tiles ~280 + 3.3 * block_n. Per tile ~1200 clk (128 rows),
     ~1800 (192 rows) of fill and epilogue; 64-row tiles of the small-M shapes pay more per tile
     the wider they are (first loads from HBM). `full_wave`: the problem has at least one tile
     per SM (steady state); fewer tiles pay their first loads and epilogue unhidden."""
@@ -138,7 +154,9 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
     if block_m == 64:
         k_block, per_tile = 280 + 3.3 * block_n, 600 + 40 * block_n
     elif block_m == 192:
-        k_block, per_tile = 550 + 3.65 * block_n, 1800
+        # NOTES: with kernel v21, 192x128 beat 128x256 wherever both had the same wave
+        # quantization (+2..4% at M >= 1536 of the broad suite's fit part, bench/NOTES.md v22).
+        k_block, per_tile = 500 + 3.65 * block_n, 1800
     else:
         if block_n == 256:
             # Two waves; ~12% fewer shared-memory bytes per FLOP than 128 columns. Fitted to
@@ -146,11 +164,18 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
             k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
         else:
-            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.5 * block_n
+            # NOTES: 160 and 192 columns: 7.0 per column with the 10% below (v22; 7.5 before
+            # undersold them: 200x10240x8192 ran 1.34x faster at 128x160 than at 128x80).
+            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.0 * block_n
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
                 k_block *= 1.12
+            if BLOCK_K % block_n:
+                # Widths that do not divide 128 promote with per-column scale selects (no
+                # uniform-scale path). NOTES: 128x40 ran ~600 clk per K block against ~430 for
+                # 128x32 (v21); over the broad suite's fit part +10% fitted best (v22).
+                k_block *= 1.10
             per_tile = 1200
     if multicast > 1:
         # 2-CTA clusters sharing one operand: fewer L2 bytes and watts per K block (the H200
@@ -159,6 +184,13 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
         # +0.5..3% at K >= 7168, -1% at K = 2048, -3% at K = 512.
         k_block, per_tile = k_block * 0.982, per_tile + 900
     return k_blocks * k_block + per_tile
+
+
+def multicast_fits(block_m: int, block_n: int, multicast: int) -> bool:
+    """Each CTA of a cluster loads a slice of the shared operand's tile of whole 8-row
+    (1024-byte) swizzle atoms; the header refuses other slices at compile time."""
+    shared = block_m if shares_a(block_m, block_n) else block_n
+    return multicast == 1 or shared % (8 * multicast) == 0
 
 
 def shares_a(block_m: int, block_n: int) -> bool:
@@ -190,8 +222,10 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
     return spec
 
 
-def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
-            num_sms: int) -> KernelSpec:
+def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+                 num_sms: int) -> list:
+    """Every (block_m, block_n, num_tma_multicast) the cost model allows for this call, best
+    first; `select` takes the first. Benchmarks time the next few to check the model."""
     # The masked layout's m is only a hint (expected rows per group; the real counts live on
     # the device): score it over a spread of row counts so that a tile count that just fits
     # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
@@ -216,8 +250,22 @@ def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
         # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
         # wave, less wasted area beyond N, the larger tile (better reuse).
         cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        return (sum(waves) / len(waves) * cycles,
-                -last_wave, ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+        fill = zero_fill_cycles(block_m, block_n, multicast)
+        return (sum(waves) / len(waves) * cycles + fill, -last_wave,
+                ceil_div(n, block_n) * block_n - n, -block_n, multicast)
+
+    def zero_fill_cycles(block_m, block_n, multicast):
+        # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every SM in
+        # the run, not only the tile's own (a shared cost, so it is not per wave): more tiles
+        # in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of 16x2112x7168
+        # ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest; fitted over the
+        # broad suite's fit part: 0.05 clk per row per tile per K block (v22). Since v24 only
+        # clusters sharing A (whole-tile slices) still load such rows: the plain GEMM's last
+        # m-block loads its real rows alone, and grouped rows past a group are in bounds.
+        if (gemm_type != "normal" or m % block_m == 0 or multicast == 1
+                or not shares_a(block_m, block_n)):
+            return 0.0
+        return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
 
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
     # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
@@ -236,23 +284,35 @@ def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
     # the 64 KB epilogue of each tile is not amortised.
     wide_ok = ceil_div(k, BLOCK_K) >= 8
-    block_m, block_n, multicast = min(((bm, bn, mc) for bm in block_ms
-                                       for bn in block_ns(bm)
-                                       if bm == 64 or bn <= 128 or (bn >= 160 and
-                                                                    (bn < 256 or wide_ok))
-                                       for mc in multicasts
-                                       if clusters_fill_two_waves(bm, bn, mc)),
-                                      key=score)
-    multicast_on_a = multicast > 1 and shares_a(block_m, block_n)
+    return sorted(((bm, bn, mc) for bm in block_ms for bn in block_ns(bm)
+                   if bm == 64 or bn <= 128 or (bn >= 160 and (bn < 256 or wide_ok))
+                   for mc in multicasts
+                   if clusters_fill_two_waves(bm, bn, mc) and multicast_fits(bm, bn, mc)
+                   and num_stages(bm, bn, k)),
+                  key=score)
 
-    stages = num_stages(block_m, block_n, k)
-    if stages == 0:
-        raise ValueError(f"no pipeline depth fits shared memory for block {block_m}x{block_n}, "
-                         f"k={k}")
 
+def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
+               count: int) -> list:
+    """The cost model's `count` best specs for this call, best (the pick of `select`) first."""
+    return [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
+            for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+
+
+def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
+            num_sms: int) -> KernelSpec:
+    ranked = ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)
+    if not ranked:
+        raise ValueError(f"no tile of the {NAME} kernel fits shared memory at k={k}")
+    return _spec(gemm_type, n, k, num_groups, num_sms, *ranked[0])
+
+
+def _spec(gemm_type: str, n: int, k: int, num_groups: int, num_sms: int, block_m: int,
+          block_n: int, multicast: int) -> KernelSpec:
     return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
-                      block_m=block_m, block_n=block_n, block_k=BLOCK_K, num_stages=stages,
-                      num_tma_multicast=multicast, multicast_on_a=multicast_on_a,
+                      block_m=block_m, block_n=block_n, block_k=BLOCK_K,
+                      num_stages=num_stages(block_m, block_n, k), num_tma_multicast=multicast,
+                      multicast_on_a=multicast > 1 and shares_a(block_m, block_n),
                       num_sms=num_sms, arch="sm_90a")
 
 
@@ -289,10 +349,10 @@ def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: i
 # ------------------------------------------------------------------------------------------
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
-# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_b, tma_scales_a, tma_d)
+# fp8_gemm_kernel(d, scales_b, grouped_layout, shape_m, tma_a, tma_a_tail, tma_b, tma_scales_a,
+#                 tma_d)
 ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                         TmaDescriptor, TmaDescriptor, TmaDescriptor,
-                         TmaDescriptor)
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 _descriptors = state.table("hopper_fp8.tma_descriptors")
 _MAX_CACHED_DESCRIPTORS = 4096
@@ -318,10 +378,22 @@ def _box_rows(spec: KernelSpec, tile_rows: int, shared: bool) -> int:
     return tile_rows // spec.num_tma_multicast if shared else tile_rows
 
 
-def _tma_a(a: torch.Tensor, spec: KernelSpec):
-    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes."""
+def a_tail_rows(spec: KernelSpec, m: int) -> int:
+    """Rows of A the last m-block of an M-row call loads (the `tma_a_tail` box); header:
+    `fp8_gemm_a_tail_rows`, which sets the bytes its stages expect. A plain GEMM whose M is
+    not a multiple of the tile height loads only the M % block_m real rows there (no TMA zero
+    fill: bench/NOTES.md v24); clusters sharing A load slices of whole tiles."""
+    shared_a = spec.num_tma_multicast > 1 and spec.multicast_on_a
+    if spec.gemm_type == "normal" and not shared_a and m % spec.block_m:
+        return m % spec.block_m
+    return spec.block_m
+
+
+def _tma_a(a: torch.Tensor, spec: KernelSpec, box_rows: int = 0):
+    """A as a 2-D [rows, K] fp8 map (masked groups stacked along rows); 128B-swizzled boxes of
+    a tile's rows (or `box_rows`)."""
     rows = a.numel() // spec.k
-    box = _box_rows(spec, spec.block_m, spec.multicast_on_a)
+    box = box_rows or _box_rows(spec, spec.block_m, spec.multicast_on_a)
     return _tma_desc(a.data_ptr(), torch.uint8, (spec.k, rows), (spec.k,), (BLOCK_K, box),
                      _SWIZZLE_128B)
 
@@ -379,8 +451,11 @@ def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None) -> None:
     shape_m = a.shape[-2]                          # M, or max_m for the masked layout
     layout_ptr = layout.data_ptr() if layout is not None else 0
     tma_a = _tma_a(a, spec)
+    # The last m-block's A (M % block_m rows); the whole-tile map where there is no tail.
+    tail_rows = a_tail_rows(spec, shape_m)
+    tma_a_tail = tma_a if tail_rows == spec.block_m else _tma_a(a, spec, tail_rows)
     # Kernels that do not store through TMA ignore their last descriptor.
     tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
     args = ARGS.pack(d.data_ptr(), sb.data_ptr(), layout_ptr, shape_m,
-                     tma_a, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
+                     tma_a, tma_a_tail, _tma_b(b, spec), _tma_scales_a(sa, spec), tma_d)
     kernel.launch((grid_size(spec, shape_m), 1, 1), args)

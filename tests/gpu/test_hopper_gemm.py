@@ -231,3 +231,63 @@ def test_forced_cluster_sharing_a_grouped(block_m, block_n):
     with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2):
         dgemm.m_grouped_fp8_gemm_nt_masked(case.a, case.b, d, case.masked_m, 128)
     check_masked(case, d)
+
+
+# ---- 64-row tiles over many calls (bench/NOTES.md v23) ------------------------------------------
+# Before v23 the two math warpgroups of a 64-row tile took K blocks by parity, so with an odd
+# stage count (64x144x7 for 4x36864x7168, 64x160x7 for masked ~64 rows of 28672x4096) or an odd
+# K block count a stage changed hands between laps; runs ended in "unspecified launch failure"
+# within a few hundred calls (3000 plain calls of 64x160x7 always faulted, memcheck clean).
+def test_small_m_wide_n_picks_survive_many_calls():
+    dense = random_dense(4, 36864, 7168)
+    d = poisoned(4, 36864)
+    masked = random_masked([int(64 * w) for w in torch.empty(8).uniform_(0.7, 1.3)], 128,
+                           28672, 4096)
+    dm = poisoned(8, 128, 28672)
+    for kind, m, n, k, groups in (("fp8_gemm_nt", 4, 36864, 7168, 1),
+                                  ("m_grouped_fp8_gemm_nt_masked", 64, 28672, 4096, 8)):
+        spec = heuristics.select(kind, m, n, k, groups, num_sms=dgemm.get_num_sms())
+        assert spec.block_m != 64 or spec.num_stages % 2 == 0, spec
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for _ in range(300):
+        flush.zero_()
+        dgemm.fp8_gemm_nt(dense.a, dense.b, d)
+        flush.zero_()
+        dgemm.m_grouped_fp8_gemm_nt_masked(masked.a, masked.b, dm, masked.masked_m, 64)
+    torch.cuda.synchronize()
+    assert unwritten_count(d) == 0 and dgemm.calc_diff(d, dense.ref) < DIFF_BAR
+    check_masked(masked, dm)
+
+
+@pytest.mark.parametrize("block_n", [56, 144, 160])
+@pytest.mark.parametrize("k", [384, 1152, 7168])        # 3, 9 (odd) and 56 K blocks
+def test_forced_64_row_tiles_survive_many_calls_at_odd_and_even_k_blocks(block_n, k):
+    case = random_dense(48, 8192, k)
+    d = poisoned(48, 8192)
+    with heuristics.forced_tile(64, block_n):
+        for _ in range(300):
+            dgemm.fp8_gemm_nt(case.a, case.b, d)
+    torch.cuda.synchronize()
+    assert unwritten_count(d) == 0
+    assert dgemm.calc_diff(d, case.ref) < DIFF_BAR
+
+
+# ---- The last m-block loads only its real rows of A (bench/NOTES.md v24) -----------------------
+# The rest of that A stage keeps whatever the last load left there (here: NaN rows of a call of
+# the same kernel on more rows); rows below M must come out bitwise as with zero fill.
+@pytest.mark.parametrize("block_m,block_n", [(64, 64), (128, 96), (64, 144), (192, 128)],
+                         ids=lambda v: str(v))
+def test_rows_past_m_in_the_last_m_block_never_reach_rows_below_m(block_m, block_n):
+    case = random_dense(2 * block_m, 2112, 1024)
+    a, sa = case.a
+    with heuristics.forced_tile(block_m, block_n):
+        for m in (1, 7, block_m + 7):
+            poisoned_a = a.clone()
+            poisoned_a.view(torch.uint8)[m:] = 0x7F               # e4m3 NaN past row m
+            full = dgemm.fp8_gemm_nt((poisoned_a, sa), case.b)
+            assert torch.isnan(full[m:]).any()                   # the poison was real
+            d = poisoned(m, 2112)
+            dgemm.fp8_gemm_nt((a[:m], sa[:m]), case.b, d)
+            assert unwritten_count(d) == 0
+            assert torch.equal(d, full[:m]), f"M={m}: rows below M changed"
+            assert dgemm.calc_diff(d, case.ref[:m]) < DIFF_BAR
