@@ -75,7 +75,7 @@ def _other_values(spec) -> dict:
     others = [select("fp8_gemm_nt", 128, 4096, 7168, arch="sm_80"),      # the portable family
               select("m_grouped_fp8_gemm_nt_masked", 128, 2112, 2048, num_groups=4),
               select("fp8_gemm_nt", 4096, 7168, 16384),                   # clusters sharing B
-              select("fp8_gemm_nt", 4096, 2112, 7168),                    # 192 rows sharing A
+              select("fp8_gemm_nt", 6144, 4096, 14336),                   # 192 rows sharing A
               select("fp8_gemm_nt", 128, 4096, 7168, num_sms=78)]
     values = dict(FIXED_FIELD_VALUES)
     for field in dataclasses.fields(spec):

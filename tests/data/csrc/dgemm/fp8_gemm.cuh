@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
                 uint32_t shape_m,
                 const __grid_constant__ TmaDescriptor tma_a,
+                const __grid_constant__ TmaDescriptor tma_a_tail,
                 const __grid_constant__ TmaDescriptor tma_b,
                 const __grid_constant__ TmaDescriptor tma_scales_a,
                 const __grid_constant__ TmaDescriptor tma_d) {
