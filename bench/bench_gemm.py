@@ -7,6 +7,7 @@ imports, cuBLAS bf16 where asked), same run.
     python -m bench.bench_gemm --picks old.json             # another checkout's picks beside
     python -m bench.bench_gemm --sweep                      # every legal tile of each shape
     python -m bench.bench_gemm --json out.json              # machine-readable results
+    python -m bench.bench_gemm --autotune                   # dgemm with DGEMM_AUTOTUNE=1
 
 Prints one row per shape (TFLOPS, kernel µs, calc_diff) and the geomean ratios dgemm /
 cuBLAS-blk and dgemm / DeepGEMM, per part of the suite (bench/suite.py: "fit" shapes may be
@@ -15,7 +16,9 @@ random inputs (A scales pre-transformed to the MN-major TMA layout for everyone)
 process, their kernel times taken in alternating rounds of L2-flushed calls (median round);
 each ratio is the median over rounds of the ratio within each round. The DeepSeek-V3 suite
 takes 5 rounds of 20 calls, per-call host time and cuBLAS bf16; the broad suite 3 rounds of 10
-calls and neither, so the whole suite fits one GPU call.
+calls and neither, so the whole suite fits one GPU call. With --autotune every shape's class
+is tuned first (bench/autotuning.py) and "dgemm" runs the decisions; the heuristic's own pick
+is timed beside it where they differ.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import torch
 import dgemm
 from dgemm.utils import calc_diff
 
+from . import autotuning
 from . import suite as suites
 from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
@@ -51,6 +55,7 @@ class Options:
     multicasts: tuple = (1,)
     check_timing: bool = True      # compare the two ways of timing once, on the first shape
     skip: tuple = ()               # configs never timed beside the pick (e.g. known to fault)
+    autotune: bool = False         # dgemm with DGEMM_AUTOTUNE=1 (classes tuned before timing)
 
 
 def spec_of(m: int, n: int, k: int):
@@ -113,6 +118,9 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     flops = 2 * m * n * k
     spec = spec_of(m, n, k)
+    heuristic = spec
+    if opts.autotune:
+        spec = autotuning.chosen_spec("fp8_gemm_nt", m, n, k)
     row = {"m": m, "n": n, "k": k, "part": shape.part, "label": shape.label,
            "config": suites.config_name(spec)}
 
@@ -142,6 +150,8 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
         except RuntimeError as error:
             row["deepgemm_error"] = str(error).splitlines()[0]
     extra_diffs, extras = {}, extra_specs(m, n, k, opts)
+    if heuristic != spec:
+        extras["heuristic"] = heuristic      # the decision's gain over the heuristic
     for name, other in extras.items():
         d_other = torch.full_like(d, float("nan"))
         fn = (lambda s=other, out=d_other:
@@ -210,6 +220,8 @@ def precompile(shapes, opts: Options) -> None:
     for shape in shapes:
         specs.append(spec_of(shape.m, shape.n, shape.k))
         specs += extra_specs(shape.m, shape.n, shape.k, opts).values()
+        if opts.autotune:
+            specs += autotuning.candidate_specs("fp8_gemm_nt", shape.m, shape.n, shape.k)
     specs = list(dict.fromkeys(specs))
     outcomes = compile_all(specs, os.cpu_count() or 1, Progress("precompile", len(specs), enabled=False))
     failed = [o for o in outcomes if o["status"] == "failed"]
@@ -317,6 +329,10 @@ def main(argv=None) -> int:
                         help="keep the rows (and faulted shapes) already in --json and time "
                              "only the others; after a CUDA fault the run records the shape, "
                              "exits with 3 and can be resumed this way")
+    parser.add_argument("--autotune", action="store_true",
+                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each shape's class first "
+                             "(or reuse its published decision), time the heuristic's pick "
+                             "beside it")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_gemm: needs a CUDA GPU", file=sys.stderr)
@@ -329,7 +345,10 @@ def main(argv=None) -> int:
                    sweep=args.sweep,
                    block_ns=tuple(int(v) for v in args.sweep_block_n.split(",") if v),
                    multicasts=tuple(int(v) for v in args.sweep_multicast.split(",") if v),
-                   skip=tuple(c for c in args.skip_configs.split(",") if c))
+                   skip=tuple(c for c in args.skip_configs.split(",") if c),
+                   autotune=args.autotune)
+    if args.autotune:
+        autotuning.enable()
     if args.shapes:
         shapes = [suites.DenseShape(m, n, k) for m, n, k in dense_shapes(load_shapes(args.shapes))]
     else:
@@ -346,6 +365,8 @@ def main(argv=None) -> int:
     precompile(shapes, opts)
     if args.precompile_only:
         return 0
+    if args.autotune:
+        autotuning.tune([("fp8_gemm_nt", s.m, s.n, s.k, 1) for s in shapes])
     if deep_gemm_module() is not None:
         errors = warm_deep_gemm([("dense", s.m, s.n, s.k) for s in shapes])
         print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
@@ -376,7 +397,8 @@ def main(argv=None) -> int:
     for fault in faults:
         print(f"CUDA fault at {'x'.join(map(str, fault['shape']))}: {fault['error'][:300]}")
     print_table(rows, f"fp8_gemm_nt on {gpu_name()}, suite {args.suite}, part {args.part}, "
-                      f"{opts.rounds} rounds x {opts.iters} calls", picks_given=bool(opts.picks))
+                      f"{opts.rounds} rounds x {opts.iters} calls"
+                      + (", autotuned" if opts.autotune else ""), picks_given=bool(opts.picks))
     return 0
 
 

@@ -29,6 +29,7 @@ import torch
 import dgemm
 from dgemm import heuristics
 
+from . import autotuning
 from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
                         warm_deep_gemm)
@@ -51,6 +52,7 @@ class Options:
     dense_same_work: bool = False
     check_timing: bool = True      # compare the two ways of timing once, on the first shape
     skip: tuple = ()               # configs never timed beside the pick (e.g. known to fault)
+    autotune: bool = False         # dgemm with DGEMM_AUTOTUNE=1 (classes tuned before timing)
 
 
 @dataclasses.dataclass
@@ -142,7 +144,10 @@ def extra_specs(case: suites.GroupedCase, opts: Options) -> dict:
 
 def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
     problem = (setup_contiguous if case.layout == "contiguous" else setup_masked)(case, deep_gemm)
-    spec = spec_of(case, problem.select_m)
+    spec = heuristic = spec_of(case, problem.select_m)
+    if opts.autotune:
+        spec = autotuning.chosen_spec(KIND[case.layout], problem.select_m, case.n, case.k,
+                                      case.groups)
     row = {"layout": case.layout, "groups": case.groups, "nominal_m": case.nominal_m,
            "valid_m": case.valid_m, "select_m": problem.select_m, "n": case.n, "k": case.k,
            "part": case.part, "label": case.label, "config": suites.config_name(spec)}
@@ -161,6 +166,8 @@ def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
         except RuntimeError as error:
             row["deepgemm_error"] = str(error).splitlines()[0]
     extras, extra_diffs = extra_specs(case, opts), {}
+    if heuristic != spec:
+        extras["heuristic"] = heuristic      # the decision's gain over the heuristic
     for name, other in extras.items():
         out_other = problem.new_output()
         checked(suites.config_name(other), lambda: problem.launch(other, out_other))
@@ -209,6 +216,9 @@ def precompile(cases, opts: Options) -> None:
     for case in cases:
         specs.append(spec_of(case, select_m_of(case)))
         specs += extra_specs(case, opts).values()
+        if opts.autotune:
+            specs += autotuning.candidate_specs(KIND[case.layout], select_m_of(case), case.n,
+                                                case.k, case.groups)
     specs = list(dict.fromkeys(specs))
     outcomes = compile_all(specs, os.cpu_count() or 1,
                            Progress("precompile", len(specs), enabled=False))
@@ -310,6 +320,10 @@ def main(argv=None) -> int:
                         help="keep the rows (and faulted shapes) already in --json and time "
                              "only the others; after a CUDA fault the run records the shape, "
                              "exits with 3 and can be resumed this way")
+    parser.add_argument("--autotune", action="store_true",
+                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each case's class first "
+                             "(or reuse its published decision), time the heuristic's pick "
+                             "beside it")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)
@@ -322,7 +336,10 @@ def main(argv=None) -> int:
                    tiles=tuple(tuple(int(v) for v in t.split("x"))
                                for t in args.sweep.split(",") if t),
                    dense_same_work=args.dense_same_work,
-                   skip=tuple(c for c in args.skip_configs.split(",") if c))
+                   skip=tuple(c for c in args.skip_configs.split(",") if c),
+                   autotune=args.autotune)
+    if args.autotune:
+        autotuning.enable()
     layouts = ("contiguous", "masked") if args.layout == "both" else (args.layout,)
     cases = [c for layout in layouts for c in suites.grouped_cases(args.suite, layout, args.part)]
     rows, faults = [], []
@@ -334,6 +351,8 @@ def main(argv=None) -> int:
     precompile(cases, opts)
     if args.precompile_only:
         return 0
+    if args.autotune:
+        autotuning.tune([(KIND[c.layout], select_m_of(c), c.n, c.k, c.groups) for c in cases])
     deep_gemm = deep_gemm_module()
     if deep_gemm is not None:
         errors = warm_deep_gemm(deep_gemm_jobs(cases))
@@ -364,7 +383,8 @@ def main(argv=None) -> int:
     for fault in faults:
         print(f"CUDA fault at {fault['key']}: {fault['error'][:300]}")
     print_table(rows, f"grouped FP8 GEMMs on {gpu_name()}, suite {args.suite}, part {args.part}, "
-                      f"{opts.rounds} rounds x {opts.iters} calls", bool(opts.picks))
+                      f"{opts.rounds} rounds x {opts.iters} calls"
+                      + (", autotuned" if opts.autotune else ""), bool(opts.picks))
     return 0
 
 

@@ -9,6 +9,7 @@ sits below dgemm and never imports it: dgemm's adapter turns them into its own e
         UnexpectedReply          a reply Redis never sends (the server is probably not Redis)
         LeaseNotOwnedError       fenced out of a lease
         BuildFailed              another node's build failed recently
+        NotPublished             the lease holder published nothing within the wait bound
 """
 from __future__ import annotations
 
@@ -59,3 +60,9 @@ class BuildFailed(CacheServiceError):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)
         self.log = log
+
+
+class NotPublished(CacheServiceError):
+    """Another node holds the lease for a key and published nothing within the wait bound
+    (`RemoteCache.single_flight(..., build_on_failure=False)` only; by default the waiter
+    builds locally instead)."""

@@ -38,7 +38,7 @@ from typing import Callable, Optional, Tuple
 import redis
 
 from .breaker import CircuitBreaker
-from .errors import BuildFailed, LeaseNotOwnedError, RemoteUnavailable
+from .errors import BuildFailed, LeaseNotOwnedError, NotPublished, RemoteUnavailable
 from .lease import ACQUIRED, FAILED, PRESENT, Lease, Renewer
 from .namespace import Namespace
 from .notifications import Subscription
@@ -100,7 +100,8 @@ class RemoteCache:
         self.call(lambda: self.store.store(key, blob))
 
     # --- single flight --------------------------------------------------------------------------
-    def single_flight(self, key: str, build: Build) -> Tuple[object, bool]:
+    def single_flight(self, key: str, build: Build,
+                      build_on_failure: bool = True) -> Tuple[object, bool]:
         """(value, built here) for `key`: downloaded and verified if some node published it,
         else built by exactly one node of the cluster (this one, if it wins the lease) and
         published. `build()` returns (value, blob) and may raise anything.
@@ -109,11 +110,15 @@ class RemoteCache:
         on its input), the failure is recorded so that other nodes fail fast with it for
         `failure_ttl_s`; they get BuildFailed(message, log). Falls back to `build()` alone when
         Redis is unavailable, and when the owner of the lease has not published within
-        `max_wait_s`."""
+        `max_wait_s`; with `build_on_failure=False` those two cases raise RemoteUnavailable
+        and NotPublished instead, for values that must be the same on every node or none
+        (the caller then does without)."""
         self._upload_pending()
         try:
             outcome = self._download_or_claim(key)
         except RemoteUnavailable as error:
+            if not build_on_failure:
+                raise
             if error.opened_circuit:        # once per outage, beside the breaker's warning
                 logger.warning("dgemm: building %s (and what else is missing) locally until "
                                "the remote cache answers again; then it is uploaded", key[:12])
@@ -121,6 +126,8 @@ class RemoteCache:
             self._remember_upload(key, blob)
             return value, True
         except _WaitedTooLong as error:
+            if not build_on_failure:
+                raise NotPublished(str(error)) from None
             logger.warning("dgemm: %s; building %s locally", error, key[:12])
             return build()[0], True
         if isinstance(outcome, Lease):

@@ -9,6 +9,8 @@
     dgemm-cache import FILE [--push]            verify a bundle into the local cache
     dgemm-cache sync [--arch A] [--once]        per-node daemon: push, pull, follow (SIGTERM)
     dgemm-cache prewarm ...                     compile a workload's kernels ahead of time
+    dgemm-cache tune ...                        time a workload's shape classes on this GPU and
+                                                publish the autotuning decisions
     dgemm-cache gc [--remote] ...               keep the local cache (or Redis) within budget
     dgemm-cache clear [--remote --yes]          empty the local cache (or the Redis namespace)
     dgemm-cache doctor [--json]                 print and check the effective settings
@@ -29,6 +31,7 @@ Exit status, for scripts:
        is not a regular file, a gc directory that is not a dgemm cache
     3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset, or Redis is unreachable
        or refuses the password (prewarm: the remote cache could not take every kernel)
+    4  tune: no CUDA GPU here, or one whose kernels are not autotuned (not sm_90a)
   130  interrupted (prewarm: 130 for SIGINT, 143 for SIGTERM, after printing its report)
   141  stdout closed early (`dgemm-cache ls | head -1`): stopped quietly, like other tools
 Every DGEMM_* variable and the local cache directory are checked before a command does any
@@ -53,13 +56,14 @@ from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
 from dgemm.jit.errors import CacheDirError, CompileError, ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
-from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync
+from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync, tune
 from dgemm.jobs.cleanup import format_size
 from dgemm.jobs.manifest import ManifestError, check_arch
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_STDOUT_CLOSED = 128 + 13       # what a shell shows for a tool killed by SIGPIPE
+EXIT_NO_GPU = tune.EXIT_NO_GPU
 
 
 class _RemoteMissing(Exception):
@@ -260,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
         epilog="exit status: 0 ok, 1 failure, 2 usage or settings, 3 remote cache unset or "
-               "unreachable, 130 interrupted (143: prewarm's SIGTERM), 141 stdout closed; "
+               "unreachable, 4 no GPU to tune on, 130 interrupted (143: prewarm's SIGTERM), 141 stdout closed; "
                "`dgemm-cache prewarm --help` details prewarm's",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
@@ -315,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, job, help in (("prewarm", prewarm, "compile a workload's kernels ahead of time, "
                                                   "without a GPU"),
+                            ("tune", tune, "time a workload's shape classes on this GPU node "
+                                           "and publish the autotuning decisions (needs a "
+                                           "CUDA GPU: exit 4 without one)"),
                             ("gc", cleanup, "keep the local cache (or, with --remote, the Redis "
                                             "namespace) healthy and within budget"),
                             ("clear", clear, "remove every entry of the local cache (or, with "

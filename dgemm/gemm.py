@@ -183,13 +183,27 @@ def selection_for(device_index: int) -> dict:
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
             a, sa, b, sb, d, layout) -> None:
     index = device.index
-    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=utils.get_num_sms_for(index),
-                             arch=_device_arch(index), family=_forced_family())
+    spec = choose_spec(kind, m, n, k, num_groups, utils.get_num_sms_for(index),
+                       _device_arch(index), index)
     fingerprint = env.build_fingerprint()
     kernel = _ready.get((spec, index, fingerprint))
     if kernel is None:
         kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
     kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
+
+
+def choose_spec(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: int, arch: str,
+                device_index=None) -> "kernels.KernelSpec":
+    """The kernel one call runs: the heuristic's (`heuristics.select`; the portable family
+    with DGEMM_FORCE_PORTABLE), or with DGEMM_AUTOTUNE on, its shape class's shared decision
+    (`dgemm.autotune`). Pure Python unless a class must be timed."""
+    spec = heuristics.select(kind, m, n, k, num_groups, num_sms=num_sms, arch=arch,
+                             family=_forced_family())
+    if env.autotune_on_launch():
+        from . import autotune
+        spec = autotune.spec_for_call(kind, m, n, k, num_groups, num_sms, arch, spec,
+                                      device_index)
+    return spec
 
 
 def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[tuple] = None):

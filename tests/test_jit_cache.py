@@ -56,7 +56,11 @@ def test_reset_stats_zeroes_every_counter(warm_cache, spec):
 
 def test_stats_has_exactly_the_documented_counters():
     assert set(dgemm.jit.stats()) == {"memory_hits", "disk_hits", "remote_hits", "compiles",
-                                      "compile_seconds", "waits", "remote_errors"}
+                                      "compile_seconds", "waits", "remote_errors",
+                                      "decision_memory_hits", "decision_disk_hits",
+                                      "decision_remote_hits", "decision_waits",
+                                      "decisions_refused", "autotune_timings",
+                                      "autotune_fallbacks"}
 
 
 def test_get_entry_returns_the_cubin_and_its_symbol(test_kernels, spec):

@@ -25,6 +25,17 @@ never a spec object, so this module knows no spec class. `unpack` is the one ver
 Entry it returns keeps its blob, so tiers hand the verified Entry on (and re-publish its blob)
 without verifying again. `seal` packs a fresh Entry and keeps the blob it made, unverified
 because this process just built it.
+
+A second kind of entry, the *decision* (a small JSON record, e.g. the kernel an autotuner picked
+for a class of problems), has the same prefix, checksum and HMAC but its own magic
+b"DGEMMDC\\0" and no cubin:
+
+    prefix   magic b"DGEMMDC\\0" | u16 format version | u8 flags | u8 0 | u32 n
+    header   n bytes of UTF-8 JSON: key, payload (an object), created
+    checksum, [hmac]   as above
+
+The magic is the first thing either `unpack` checks, so a decision can never be loaded as a
+kernel nor a kernel as a decision (`seal_decision`, `unpack_decision`, `describe_decision`).
 """
 from __future__ import annotations
 
@@ -34,11 +45,13 @@ import hmac
 import json
 import math
 import struct
+import time
 from typing import Optional
 
 from .errors import EntryError
 
 MAGIC = b"DGEMMKB\0"
+DECISION_MAGIC = b"DGEMMDC\0"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHBxI")
 _SIGNED = 0x1
@@ -149,6 +162,82 @@ def unpack(blob: bytes, expected_key: str, secret: Optional[bytes] = None) -> En
                  compile_seconds=float(header["compile_seconds"]), blob=blob)
 
 
+# ------------------------------------------------------------------------------------------
+# Decisions: small JSON records with the same integrity checks and their own magic
+# ------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    key: str
+    payload: str                 # canonical JSON of an object (sorted keys, no spaces)
+    created: float
+    blob: bytes = dataclasses.field(default=b"", repr=False, compare=False)
+
+    @property
+    def fields(self) -> dict:
+        return json.loads(self.payload)
+
+
+_DECISION_FIELDS = {"key": str, "payload": dict, "created": (int, float)}
+# A decision names a kernel and a few timings; anything near the header bound is not one.
+MAX_DECISION_BYTES = 64 << 10
+
+
+def seal_decision(key: str, payload: dict, secret: Optional[bytes] = None,
+                  created: Optional[float] = None) -> Decision:
+    """A Decision for `key` holding `payload` (a JSON object), packed (signed with `secret`)."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    created = time.time() if created is None else created
+    header = json.dumps({"key": key, "payload": json.loads(canonical), "created": created},
+                        sort_keys=True, separators=(",", ":")).encode()
+    if len(header) > MAX_DECISION_BYTES:
+        raise ValueError(f"decision for {key[:12]} is {len(header)} bytes; expected at most "
+                         f"{MAX_DECISION_BYTES}")
+    prefix = _PREFIX.pack(DECISION_MAGIC, FORMAT_VERSION, _SIGNED if secret else 0,
+                          len(header))
+    body = prefix + header
+    blob = body + hashlib.sha256(body).digest()
+    if secret:
+        blob += hmac.new(secret, body, hashlib.sha256).digest()
+    return Decision(key=key, payload=canonical, created=created, blob=blob)
+
+
+def unpack_decision(blob: bytes, expected_key: str, secret: Optional[bytes] = None) -> Decision:
+    """Verify a decision blob as `unpack` verifies an entry (magic, digests, HMAC with a
+    secret, then the header's types and key); EntryError and nothing else."""
+    _, flags, header_size = _read_prefix(blob, DECISION_MAGIC)
+    if header_size > MAX_DECISION_BYTES:
+        raise EntryError(f"decision header is {header_size} bytes; expected at most "
+                         f"{MAX_DECISION_BYTES}")
+    body = _verified_body(blob, flags, header_size, secret)
+    if len(body) != _PREFIX.size + header_size:
+        raise EntryError(f"decision body is {len(body)} bytes; its header promises "
+                         f"{_PREFIX.size + header_size} (truncated or padded)")
+    header = _parse_json_header(blob, header_size)
+    _check_fields(header, _DECISION_FIELDS)
+    _check_finite(header, "created")
+    if header["key"] != expected_key:
+        raise EntryError(f"decision is for key {_short(header['key'], quote=False)}; "
+                         f"expected {expected_key}")
+    return Decision(key=header["key"],
+                    payload=json.dumps(header["payload"], sort_keys=True,
+                                       separators=(",", ":")),
+                    created=float(header["created"]), blob=blob)
+
+
+def describe_decision(blob: bytes) -> dict:
+    """The meta-hash fields of a decision blob, from its header alone (not verified)."""
+    _, _, header_size = _read_prefix(blob, DECISION_MAGIC)
+    header = _parse_json_header(blob, header_size)
+    _check_fields(header, _DECISION_FIELDS)
+    return {"kind": "decision", "created": header["created"]}
+
+
+_KIND_HINT = {
+    (DECISION_MAGIC, MAGIC): " (this is an autotuning decision, not a kernel)",
+    (MAGIC, DECISION_MAGIC): " (this is a kernel entry, not a decision)",
+}
+
+
 def _verified_body(blob: bytes, flags: int, header_size: int,
                    secret: Optional[bytes]) -> memoryview:
     """Everything before the trailing digests, after checking them over the raw bytes."""
@@ -172,15 +261,16 @@ def _verified_body(blob: bytes, flags: int, header_size: int,
     return body
 
 
-def _read_prefix(blob: bytes) -> tuple:
+def _read_prefix(blob: bytes, magic_expected: bytes = MAGIC) -> tuple:
     if not isinstance(blob, (bytes, bytearray)):
         raise EntryError(f"entry is a {type(blob).__name__}; expected bytes")
     if len(blob) < _PREFIX.size:
         raise EntryError(f"entry is {len(blob)} bytes, shorter than its {_PREFIX.size}-byte "
                          f"prefix")
     magic, version, flags, header_size = _PREFIX.unpack_from(blob, 0)
-    if magic != MAGIC:
-        raise EntryError(f"bad magic {magic!r}; expected {MAGIC!r}")
+    if magic != magic_expected:
+        raise EntryError(f"bad magic {magic!r}; expected {magic_expected!r}"
+                         + _KIND_HINT.get((magic, magic_expected), ""))
     if version != FORMAT_VERSION:
         raise EntryError(f"entry format version {version}; this dgemm reads {FORMAT_VERSION}")
     if flags & ~_SIGNED:
@@ -201,6 +291,20 @@ def _parse_header(blob: bytes, header_size: int) -> dict:
     """The header as a dict whose fields all have their types; EntryError otherwise. Bounded:
     the caller has bounded `header_size`, and nesting is refused before it can exhaust the
     stack."""
+    header = _parse_json_header(blob, header_size)
+    _check_fields(header, _HEADER_FIELDS)
+    if header["size"] < 0:
+        raise EntryError(f"entry header field 'size' is {header['size']}; expected >= 0")
+    if not all(isinstance(flag, str) for flag in header["flags"]):
+        raise EntryError(f"entry header field 'flags' is {_short(header['flags'])}; expected "
+                         f"a list of strings")
+    for field in ("created", "compile_seconds"):
+        _check_finite(header, field)
+    return header
+
+
+def _parse_json_header(blob: bytes, header_size: int) -> dict:
+    """The header's JSON object, nesting bounded; EntryError for anything else."""
     raw = bytes(blob[_PREFIX.size:_PREFIX.size + header_size])
     if _nesting(raw) > _MAX_NESTING:
         raise EntryError(f"entry header nests deeper than {_MAX_NESTING} levels (crafted)")
@@ -210,21 +314,21 @@ def _parse_header(blob: bytes, header_size: int) -> dict:
         raise EntryError(f"entry header is not JSON: {error}") from error
     if not isinstance(header, dict):
         raise EntryError(f"entry header is a {type(header).__name__}; expected an object")
-    for field, types in _HEADER_FIELDS.items():
+    return header
+
+
+def _check_fields(header: dict, fields: dict) -> None:
+    for field, types in fields.items():
         value = header.get(field)
         if not isinstance(value, types) or isinstance(value, bool):
             raise EntryError(f"entry header field {field!r} is {_short(value)}; expected "
                              f"{_type_names(types)}")
-    if header["size"] < 0:
-        raise EntryError(f"entry header field 'size' is {header['size']}; expected >= 0")
-    if not all(isinstance(flag, str) for flag in header["flags"]):
-        raise EntryError(f"entry header field 'flags' is {_short(header['flags'])}; expected "
-                         f"a list of strings")
-    for field in ("created", "compile_seconds"):
-        if not math.isfinite(_as_float(header[field])):
-            raise EntryError(f"entry header field {field!r} is {_short(header[field])}; "
-                             f"expected a finite number")
-    return header
+
+
+def _check_finite(header: dict, field: str) -> None:
+    if not math.isfinite(_as_float(header[field])):
+        raise EntryError(f"entry header field {field!r} is {_short(header[field])}; "
+                         f"expected a finite number")
 
 
 def _as_float(number) -> float:

@@ -265,6 +265,46 @@ def build_fingerprint() -> tuple:
     return (get(_COMPILER), get(_CSRC), get(_DEBUG))
 
 
+# --- autotuning (dgemm.autotune) ---------------------------------------------------------------
+def autotune() -> bool:
+    """DGEMM_AUTOTUNE: time the cost model's best few kernels the first time a shape class is
+    seen and share the fastest as a decision (default off: the heuristic alone)."""
+    return get_bool("DGEMM_AUTOTUNE")
+
+
+def autotune_top_k() -> int:
+    """DGEMM_AUTOTUNE_TOP_K: how many of the cost model's best kernels are timed (4; 2..16)."""
+    value = get_int("DGEMM_AUTOTUNE_TOP_K", 4, minimum=2)
+    if value > 16:
+        raise ConfigError(f"DGEMM_AUTOTUNE_TOP_K={value} is above 16; expected an integer "
+                          f"from 2 to 16 (each candidate costs a compile and a timing)")
+    return value
+
+
+def autotune_wait() -> float:
+    """DGEMM_AUTOTUNE_WAIT: longest wait in s for another process's timing of a shape class
+    (300); past it the waiter uses the heuristic's kernel."""
+    return get_float("DGEMM_AUTOTUNE_WAIT", 300.0, 0.0, _DAY_S)
+
+
+_AUTOTUNE = "DGEMM_AUTOTUNE".encode() if _ENVIRON_BYTES is not None else "DGEMM_AUTOTUNE"
+_autotune_values: dict = {}      # raw value -> parsed bool (a handful of distinct values)
+
+
+def autotune_on_launch() -> bool:
+    """DGEMM_AUTOTUNE for the launch path: one dict lookup when unset, the typed getter's
+    parse (and its ConfigError) for a value not seen before."""
+    raw = (_ENVIRON_BYTES if _ENVIRON_BYTES is not None else os.environ).get(_AUTOTUNE)
+    if raw is None:
+        return False
+    found = _autotune_values.get(raw)
+    if found is None:
+        found = autotune()
+        if len(_autotune_values) < 64:
+            _autotune_values[raw] = found
+    return found
+
+
 # --- one snapshot per operation ----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class RemoteConfig:

@@ -6,6 +6,15 @@
                                           node's per-key lock (cache.py) or on the cluster
                                           lease (the remote tier)
     remote_errors                         Redis calls that failed, or remote entries refused
+    decision_memory_hits, decision_disk_hits, decision_remote_hits
+                                          a tier answered with a decision (dgemm.jit.decisions)
+    decision_waits                        this process waited for another's decision
+    decisions_refused                     decisions refused (corrupt, forged, unsigned with a
+                                          secret, or naming a kernel this build cannot run)
+    autotune_timings                      shape classes this process timed (dgemm.autotune)
+    autotune_fallbacks                    calls that used the heuristic's kernel because no
+                                          decision could be had (timeout, refusal, capture
+                                          without a decision, a failed timing)
 
 The counters live in `state.table("jit.stats")`, so `state.reset()` zeroes them with everything
 else; `reset()` (public as `dgemm.jit.reset_stats`) zeroes only them. They are for people and
@@ -23,7 +32,8 @@ import types
 from . import state
 
 NAMES = ("memory_hits", "disk_hits", "remote_hits", "compiles", "compile_seconds", "waits",
-         "remote_errors")
+         "remote_errors", "decision_memory_hits", "decision_disk_hits", "decision_remote_hits",
+         "decision_waits", "decisions_refused", "autotune_timings", "autotune_fallbacks")
 
 _lock = threading.Lock()
 _counters = state.table("jit.stats")      # name -> value; a missing name is zero

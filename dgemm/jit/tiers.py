@@ -82,11 +82,17 @@ class DiskTier:
     Directories are created 0700 on first write, and every one of them (root included) must
     belong to this user and be writable by nobody else before anything in it is read or
     written (see the module docstring).
+
+    `unpack(blob, key, secret)` is the verification of what it reads: kernel entries
+    (`entry.unpack`) when None; the decisions tier (`dgemm.jit.decisions`) passes `entry.unpack_decision`, under
+    a root of its own, so neither kind is ever read as the other.
     """
 
-    def __init__(self, root: Path, secret: Optional[bytes] = None):
+    def __init__(self, root: Path, secret: Optional[bytes] = None,
+                 unpack=None):
         self.root = Path(root)
         self.secret = secret
+        self._unpack = unpack
         self.entries_dir = self.root / "v1"
         self.locks_dir = self.root / "locks"
         self.tmp_dir = self.root / "tmp"
@@ -163,7 +169,7 @@ class DiskTier:
             self.remove(key)
             return None
         try:
-            entry = entry_format.unpack(blob, key, self.secret)
+            entry = (self._unpack or entry_format.unpack)(blob, key, self.secret)
         except EntryError as error:
             self._report(path, f"is invalid ({error}); deleting it so it is rebuilt")
             self.remove(key)

@@ -255,6 +255,25 @@ def specs_for(problem_list: list[Problem], num_sms: int, arch: str,
     return {spec: served[spec] for spec in sorted(served, key=KernelSpec.to_json)}
 
 
+def decided_specs_for(problem_list: list[Problem], num_sms: int,
+                      arch: str) -> dict[KernelSpec, list[Problem]]:
+    """The kernels that published autotuning decisions (`dgemm-cache tune`, DGEMM_AUTOTUNE)
+    name for the problems' shape classes, with the problems they serve; classes without a
+    decision are left out (their calls run the heuristic's kernel, which `specs_for` has)."""
+    from dgemm.autotune import shape_class, tuner
+    by_class: dict = {}
+    for problem in problem_list:
+        cls = shape_class(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
+                          num_sms, arch)
+        by_class.setdefault(cls, []).append(problem)
+    served: dict[KernelSpec, list[Problem]] = {}
+    for cls, problems in by_class.items():
+        spec = tuner.published_spec(cls)
+        if spec is not None:
+            served.setdefault(spec, []).extend(problems)
+    return served
+
+
 def _fields(entry: object, where: str, *names: str) -> list[int]:
     if not isinstance(entry, dict) or any(name not in entry for name in names):
         raise ManifestError(f"manifest {where} must be an object with {', '.join(names)}; "

@@ -15,6 +15,9 @@ full), so that nothing waiting on the job starts against an empty Redis; a rerun
 fixed compiles nothing and uploads what is missing. SIGINT or SIGTERM stops the job within a
 second or so (workers and their compilers killed), prints the report of what finished, and
 exits 128 + the signal. The report and -v's lines: `prewarm_report`.
+With DGEMM_AUTOTUNE=1 the job also compiles the kernels named by the autotuning decisions
+already published (on local disk or in Redis) for the manifest's shape classes; `dgemm-cache
+tune` compiles what it times anyway.
 """
 from __future__ import annotations
 
@@ -191,6 +194,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
     problem_list = manifests.problems(manifest, args.m_range, args.contiguous_spread)
     family = portable_fp8.NAME if args.portable else None
     served = manifests.specs_for(problem_list, args.num_sms, args.arch, family=family)
+    if env.autotune() and family is None:
+        # The kernels of published decisions too, so nodes that autotune find them ready.
+        for spec, problems in manifests.decided_specs_for(
+                problem_list, args.num_sms, args.arch).items():
+            served.setdefault(spec, []).extend(problems)
     compiler = check_toolchain(settings, next(iter(served)))
     check_cache_dir(settings, create=not args.dry_run)
     return Plan(source, args.arch, args.num_sms, shard, prefix, problem_list, served,
