@@ -333,6 +333,8 @@ BAD_MANIFESTS = [
     ('{"dens": {"m": [64], "nk": [[256, 512]]}}', 'unknown section "dens"'),
     ('{"dense": {"m": [64], "nk": [[256, 512]]}, "grouped_contigous": []}',
      'unknown section "grouped_contigous"; expected "dense", "grouped_contiguous"'),
+    ('{"dense": {"m": [64], "nk": [[256, 512]]}, "labels": {"256x512": [1]}}',
+     'unknown section "labels"'),
     ("[]", "must be a JSON object"),
     ('"dense"', "must be a JSON object"),
     ("null", "must be a JSON object"),
@@ -378,6 +380,13 @@ def test_a_malformed_manifest_exits_2_with_one_line(capsys, tmp_path, text, frag
     path = tmp_path / "shapes.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     assert_refused(capsys, ["prewarm", "--manifest", path, "--no-progress"], fragment)
+
+
+def test_notes_beside_the_sections_may_be_strings_or_objects_of_strings(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"about": "x", "dense": DENSE,
+                                "dense_layers": {"256x512": "a layer"}}))
+    assert manifest.problems(manifest.load_manifest(path), [], 0.3)
 
 
 BAD_OPTIONS = [

@@ -78,6 +78,11 @@ def load_manifest(path: str | Path) -> dict:
     return manifest
 
 
+def _is_notes(value: object) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, dict) and all(isinstance(note, str) for note in value.values()))
+
+
 def check_sections(manifest: object, where: str = "manifest") -> None:
     """ManifestError unless `manifest` is an object with at least one known section, each of
     the right JSON type (the entries inside are checked by `problems`), and no other key
@@ -87,11 +92,13 @@ def check_sections(manifest: object, where: str = "manifest") -> None:
                             f"{_json_type(manifest)}")
     present = [name for name in SECTIONS if name in manifest]
     for name, value in manifest.items():
-        # Keys beside the sections hold notes (strings); one holding shapes is a misspelt
-        # section whose kernels would silently be left out.
-        if name not in SECTIONS and isinstance(value, (dict, list)):
+        # Keys beside the sections hold notes (a string, or an object of strings such as
+        # layer labels); one holding shapes is a misspelt section whose kernels would
+        # silently be left out.
+        if name not in SECTIONS and not _is_notes(value):
             raise ManifestError(f'{where}: unknown section "{name}"; expected {_sections()} '
-                                f'(other keys may only hold notes, as strings)')
+                                f'(other keys may only hold notes: a string, or an object of '
+                                f'strings)')
     if not present:
         raise ManifestError(f"{where} names no shapes: expected {_sections()}")
     if "dense" in manifest and not isinstance(manifest["dense"], dict):
