@@ -271,6 +271,8 @@ BAD_SETTINGS = [
     ({"DGEMM_REMOTE_TIMEOUT": "soon"}, "DGEMM_REMOTE_TIMEOUT"),     # read without a remote too
     ({"DGEMM_REMOTE_NAMESPACE": "a:b"}, "DGEMM_REMOTE_NAMESPACE"),
     ({"DGEMM_FORCE_PORTABLE": "perhaps"}, "DGEMM_FORCE_PORTABLE"),
+    ({"DGEMM_AUTOTUNE_TOP_K": "99"}, "DGEMM_AUTOTUNE_TOP_K"),
+    ({"DGEMM_AUTOTUNE": "maybe"}, "DGEMM_AUTOTUNE"),
     ({"DGEMM_JIT_COMPILER": "nvcc", "DGEMM_NVCC": "/nonexistent/nvcc"}, "DGEMM_NVCC"),
     ({"DGEMM_CSRC_DIR": "/nonexistent/csrc"}, "DGEMM_CSRC_DIR"),
 ]

@@ -341,7 +341,8 @@ class Settings:
 KNOWN_VARIABLES = (
     "DGEMM_CACHE_DIR", "DGEMM_CACHE_SECRET", "DGEMM_CACHE_SECRET_FILE", "DGEMM_LOCK_TIMEOUT",
     "DGEMM_JIT_COMPILER", "DGEMM_JIT_DEBUG", "DGEMM_NVCC", "DGEMM_CSRC_DIR", "DGEMM_DISABLE_JIT",
-    "DGEMM_FORCE_PORTABLE", "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE",
+    "DGEMM_FORCE_PORTABLE", "DGEMM_AUTOTUNE", "DGEMM_AUTOTUNE_TOP_K", "DGEMM_AUTOTUNE_WAIT",
+    "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE",
     "DGEMM_REMOTE_TIMEOUT", "DGEMM_REMOTE_COOLDOWN", "DGEMM_REMOTE_LEASE_TTL",
     "DGEMM_REMOTE_WAIT", "DGEMM_REMOTE_TTL", "DGEMM_REMOTE_FAIL_TTL",
     "DGEMM_TEST_PAUSE", "DGEMM_TEST_PAUSE_MARKER",
@@ -361,6 +362,7 @@ def validate() -> Settings:
     remote_namespace()
     remote_settings()
     get_bool("DGEMM_FORCE_PORTABLE")
+    autotune(), autotune_top_k(), autotune_wait()
     _test_pause()
     override = csrc_dir_override()
     if override is not None and not (override / "dgemm").is_dir():
