@@ -31,7 +31,7 @@ def candidate_specs(kind: str, m: int, n: int, k: int, groups: int = 1) -> list:
 def tune(calls: list) -> dict:
     """Tune the class of every (kind, m, n, k, groups) call; prints one line per class."""
     from dgemm.autotune import tune_class
-    from dgemm.autotune.tuner import _tile
+    from dgemm.autotune.tuner import tile_name
     import dgemm.jit
     before = dgemm.jit.stats()["autotune_timings"]
     tuned = {}
@@ -40,9 +40,9 @@ def tune(calls: list) -> dict:
         if cls in tuned:
             continue
         tuned[cls] = result = tune_class(cls, 0)
-        chosen = _tile(result.spec) if result.spec is not None else "heuristic"
+        chosen = tile_name(result.spec) if result.spec is not None else "heuristic"
         print(f"  tune {cls.describe()}: {result.source} -> {chosen} (heuristic "
-              f"{_tile(result.heuristic)}){' ' + result.reason if result.reason else ''}",
+              f"{tile_name(result.heuristic)}){' ' + result.reason if result.reason else ''}",
               flush=True)
     print(f"autotuned {len(tuned)} classes ({dgemm.jit.stats()['autotune_timings'] - before} "
           f"timed here)", flush=True)

@@ -27,7 +27,9 @@ import redis
 
 from .errors import DamagedKey, LeaseNotOwnedError, RemoteFull, RemoteUnavailable, UnexpectedReply
 
-logger = logging.getLogger("dgemm.remote")
+# A logger of its own under dgemm.remote: a command that reports an unreachable remote itself
+# (`dgemm-cache push`, exit 3) quiets this one so the outage is not said twice.
+logger = logging.getLogger("dgemm.remote.breaker")
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half-open"
 DEFAULT_COOLDOWN_S = 30.0
@@ -75,8 +77,9 @@ class CircuitBreaker:
                 self._record_success()
                 self._warn_full(error)
                 raise RemoteFull(f"{self.name}: {error}", cause=error) from error
-            self._record_failure(error)
-            raise RemoteUnavailable(f"{self.name}: {_describe(error)}", cause=error) from error
+            opened = self._record_failure(error)
+            raise RemoteUnavailable(f"{self.name}: {_describe(error)}", cause=error,
+                                    opened_circuit=opened) from error
         except BaseException:
             self._end_probe(probe)
             raise
@@ -102,16 +105,19 @@ class CircuitBreaker:
     def _cooled_down(self) -> bool:
         return self._clock() - self._opened_at >= self.cooldown_s
 
-    def _record_failure(self, error: BaseException) -> None:
+    def _record_failure(self, error: BaseException) -> bool:
+        """Open the breaker; True when it was closed until now (the outage is logged once)."""
         with self._lock:
             was_closed = self._state == CLOSED
             self._state, self._opened_at, self._probing = OPEN, self._clock(), False
         if was_closed:
-            logger.warning("dgemm: remote cache %s is unavailable (%s); building locally "
-                           "and trying it again in %g s", self.name, _describe(error),
-                           self.cooldown_s)
+            # Neutral: the caller says what it does without the remote (the walk builds
+            # locally, `push` fails); this line only says what happened and when it retries.
+            logger.warning("dgemm: remote cache %s is unavailable (%s); not trying it again "
+                           "for %g s", self.name, _describe(error), self.cooldown_s)
         else:
             logger.debug("dgemm: remote cache %s still unavailable (%s)", self.name, error)
+        return was_closed
 
     def _record_success(self) -> None:
         with self._lock:
@@ -135,6 +141,12 @@ class CircuitBreaker:
                            "or give it an eviction policy such as allkeys-lru", self.name, error)
 
 
+def _is_authentication_failure(error: BaseException) -> bool:
+    return (isinstance(error, redis.AuthenticationError)
+            or (isinstance(error, redis.ResponseError)
+                and str(error).startswith(("NOAUTH", "WRONGPASS"))))
+
+
 def _is_out_of_memory(error: BaseException) -> bool:
     # redis-py >= 4 raises OutOfMemoryError for a plain -OOM reply; inside a script, older
     # servers wrap it in an ERR reply that still carries Redis's text.
@@ -143,8 +155,21 @@ def _is_out_of_memory(error: BaseException) -> bool:
                 and "command not allowed when used memory" in str(error)))
 
 
+# Redis's replies when the URL lacks the password an ACL or `requirepass` asks for.
+_PASSWORD_MISSING = ("NOAUTH", "HELLO must be called with the client already authenticated",
+                     "Authentication required")
+
+
 def _describe(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
+    if _is_authentication_failure(error):
+        if any(reply in str(error) for reply in _PASSWORD_MISSING):
+            # Redis's own text here ("HELLO must be called with the client already
+            # authenticated, otherwise ...") reads like a client bug; say what it means.
+            return (f"Redis requires a password ({type(error).__name__}); give it in the URL "
+                    f"as redis://user:password@host:port/db")
+        return (f"Redis refused the user name or password ({text}); check the user and "
+                f"password in the URL (redis://user:password@host:port/db)")
     if isinstance(error, (redis.RedisError, UnexpectedReply)):
         return text
     # Not an error redis-py means to raise: a reply it could not make sense of.

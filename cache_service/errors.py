@@ -20,11 +20,15 @@ class CacheServiceError(Exception):
 
 class RemoteUnavailable(CacheServiceError):
     """The remote cache cannot be used right now: the call failed (`cause` is the error) or
-    the breaker is open and refused it without trying (`cause` is None)."""
+    the breaker is open and refused it without trying (`cause` is None). `opened_circuit` is
+    True for the one failure that opened the breaker (and logged the outage), so that a
+    caller can say once, not per call, what it does without the remote."""
 
-    def __init__(self, message: str, cause: BaseException = None):
+    def __init__(self, message: str, cause: BaseException = None,
+                 opened_circuit: bool = False):
         super().__init__(message)
         self.cause = cause
+        self.opened_circuit = opened_circuit
 
 
 class RemoteFull(RemoteUnavailable):

@@ -116,9 +116,12 @@ class RemoteCache:
         self._upload_pending()
         try:
             outcome = self._download_or_claim(key)
-        except RemoteUnavailable:
+        except RemoteUnavailable as error:
             if not build_on_failure:
                 raise
+            if error.opened_circuit:        # once per outage, beside the breaker's warning
+                logger.warning("dgemm: building %s (and what else is missing) locally until "
+                               "the remote cache answers again; then it is uploaded", key[:12])
             value, blob = build()
             self._remember_upload(key, blob)
             return value, True

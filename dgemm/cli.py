@@ -27,10 +27,15 @@ Exit status, for scripts:
     0  success
     1  failure: some entry was bad, refused or could not be moved (see the report)
     2  usage: bad arguments, a malformed DGEMM_* variable or input file (manifest, bundle),
-       an export FILE that is not a regular file, a gc directory that is not a dgemm cache
-    3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset or Redis is unreachable
+       an unusable or (given with --cache-dir) missing cache directory, an export FILE that
+       is not a regular file, a gc directory that is not a dgemm cache
+    3  the remote cache is needed but DGEMM_REMOTE_CACHE is unset, or Redis is unreachable
+       or refuses the password (prewarm: the remote cache could not take every kernel)
     4  tune: no CUDA GPU here, or one whose kernels are not autotuned (not sm_90a)
-  130  interrupted
+  130  interrupted (prewarm: 130 for SIGINT, 143 for SIGTERM, after printing its report)
+  141  stdout closed early (`dgemm-cache ls | head -1`): stopped quietly, like other tools
+Every DGEMM_* variable and the local cache directory are checked before a command does any
+work: a bad one is one message and exit 2.
 """
 from __future__ import annotations
 
@@ -42,20 +47,22 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 from cache_service.errors import CacheServiceError, RemoteUnavailable
 from dgemm import __version__
 from dgemm.jit import compiler, env, remote
 from dgemm.jit import entry as entry_format
-from dgemm.jit.errors import ConfigError, DgemmError, EntryError
+from dgemm.jit.errors import CacheDirError, CompileError, ConfigError, DgemmError, EntryError
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, clear, cleanup, doctor, prewarm, sync, tune
 from dgemm.jobs.cleanup import format_size
-from dgemm.jobs.manifest import ManifestError
+from dgemm.jobs.manifest import ManifestError, check_arch
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_REMOTE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STDOUT_CLOSED = 128 + 13       # what a shell shows for a tool killed by SIGPIPE
 EXIT_NO_GPU = tune.EXIT_NO_GPU
 
 
@@ -74,7 +81,18 @@ def main(argv: Optional[list] = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(name)s: %(message)s", stream=sys.stderr)
     try:
-        with settings_from_options(args):
+        status = _run(args)
+        sys.stdout.flush()          # a reader that left shows up here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _run(args) -> int:
+    """The command, with every error it may raise turned into a message and an exit status."""
+    try:
+        with settings_from_options(args), _outage_said_once(args.verbose):
+            preflight(args)
             return args.handler(args)
     except _USAGE_ERRORS as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
@@ -84,7 +102,7 @@ def main(argv: Optional[list] = None) -> int:
               "pass --remote URL, e.g. redis://host:6379/0", file=sys.stderr)
         return EXIT_NO_REMOTE
     except RemoteUnavailable as error:
-        print(f"dgemm-cache: remote cache unavailable: {error}", file=sys.stderr)
+        print(f"dgemm-cache: the remote cache is unavailable: {error}", file=sys.stderr)
         return EXIT_NO_REMOTE
     except (DgemmError, CacheServiceError) as error:
         print(f"dgemm-cache: {error}", file=sys.stderr)
@@ -92,6 +110,72 @@ def main(argv: Optional[list] = None) -> int:
     except KeyboardInterrupt:
         print("dgemm-cache: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _outage_said_once(verbose: bool):
+    """Without -v, the circuit breaker's own warning about an unreachable Redis is held back
+    for the command: the command says it (exit 3, or in its report), and the same failure
+    twice on stderr reads like two problems. Restored afterwards, for callers in process."""
+    breaker_log = logging.getLogger("dgemm.remote.breaker")
+    level = breaker_log.level
+    if not verbose:
+        breaker_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        breaker_log.setLevel(level)
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout has gone (`dgemm-cache ls | head -1`): stop quietly, as other Unix
+    tools do. stdout is pointed at /dev/null first, so the interpreter's final flush of what
+    is still buffered cannot fail again with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass                        # stdout is not a file (an in-process capture)
+    return EXIT_STDOUT_CLOSED
+
+
+# How each command uses the local cache directory: "write" creates it (0700) and checks it is
+# usable, "read" checks what exists, "clean" only that a --cache-dir given exists (gc checks
+# the rest itself, first of all that it is a dgemm cache). prewarm checks its own (with the
+# compiler); commands not listed here do not touch the local cache or check it themselves.
+_CACHE_USE = {"stats": "read", "ls": "read", "verify": "read", "push": "read",
+              "export": "read", "gc": "clean", "pull": "write", "import": "write",
+              "sync": "write"}
+# Commands that report the configuration, so a bad setting is their output, not an error.
+_REPORT_CONFIG = ("doctor",)
+
+
+def preflight(args) -> None:
+    """Check the configuration once, before the command does any work: every DGEMM_* variable
+    (a typo in DGEMM_LOCK_TIMEOUT fails now, not at the first lock wait) and the local cache
+    directory the command uses. ConfigError (exit 2) with the fix."""
+    for name in env.unknown_variables():
+        print(f"dgemm-cache: warning: {name} is not a dgemm setting (a typo?); ignored",
+              file=sys.stderr)
+    if args.command in _REPORT_CONFIG:
+        return
+    settings = env.validate()
+    use = _CACHE_USE.get(args.command)
+    if use is None or getattr(args, "remote", None) is True:     # ls/verify/export --remote
+        return
+    explicit = getattr(args, "cache_dir", None)
+    root = Path(explicit).expanduser() if explicit else settings.cache_dir
+    if explicit and use != "write" and not os.path.lexists(root):
+        raise ConfigError(f"no dgemm cache at {root}: the directory does not exist; check the "
+                          f"--cache-dir path")
+    if use == "clean":
+        return
+    disk = DiskTier(root, settings.secret)
+    try:
+        disk.ensure_dirs() if use == "write" else disk.check_private()
+    except CacheDirError as error:
+        raise ConfigError(str(error)) from error
 
 
 @contextlib.contextmanager
@@ -179,8 +263,10 @@ def _add_settings_options(parser: argparse.ArgumentParser, name: Optional[str]) 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemm-cache", description=__doc__.split("\n\n")[0],
-        epilog="exit status: 0 ok, 1 failure, 2 usage, 3 remote cache unset or unreachable, "
-               "4 no GPU to tune on, 130 interrupted", formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog="exit status: 0 ok, 1 failure, 2 usage or settings, 3 remote cache unset or "
+               "unreachable, 4 no GPU to tune on, 130 interrupted (143: prewarm's SIGTERM), 141 stdout closed; "
+               "`dgemm-cache prewarm --help` details prewarm's",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dgemm-cache {__version__}")
     _add_settings_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -270,7 +356,8 @@ def cmd_stats(args) -> int:
     disk = _disk(settings)
     local = [size for size in (_size_of(path) for _, path in disk.iter_entries())
              if size is not None]
-    report = {"local": {"dir": str(disk.root), "entries": len(local), "bytes": sum(local)},
+    report = {"local": {"dir": str(disk.root), "exists": disk.root.is_dir(),
+                        "entries": len(local), "bytes": sum(local)},
               "remote": None}
     status = EXIT_OK
     tier = _remote(settings, required=False)
@@ -376,6 +463,8 @@ def cmd_verify(args) -> int:
 def cmd_push(args) -> int:
     settings = env.Settings.from_env()
     tier, disk = _remote(settings), _disk(settings)
+    cache = tier.cache
+    cache.call(cache.client.ping)   # a down Redis is exit 3 even with nothing to push
     total = sum(1 for _ in disk.iter_entries())
     progress = _progress("push", total, args)
     result = sync.push(tier, disk, progress=progress.advance)
@@ -385,8 +474,8 @@ def cmd_push(args) -> int:
 
 def cmd_pull(args) -> int:
     settings = env.Settings.from_env()
-    tier, disk = _remote(settings), _disk(settings)
     match = _match(args, settings)
+    tier, disk = _remote(settings), _disk(settings)
     cache = tier.cache
     total = cache.call(cache.store.count_meta)
     progress = _progress("pull", total, args)
@@ -425,9 +514,11 @@ def cmd_export(args) -> int:
         progress.close()
     refused = len(unreadable) + report.refused
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": refused}
+               "refused": refused, "unreadable": unreadable}
     _print_report(args, summary, f"exported {report.entries} entries ({format_size(report.bytes)}) "
-                                 f"to {args.file}; {refused} refused")
+                                 f"to {args.file}; {refused} refused",
+                  details=[f"  refused {key[:12]}: unreadable or failed verification (see the "
+                           f"warning above)" for key in unreadable])
     return EXIT_FAILED if refused else EXIT_OK
 
 
@@ -445,19 +536,24 @@ def cmd_import(args) -> int:
 
     report = bundle.import_bundle(args.file, settings.secret, accept)
     summary = {"file": args.file, "entries": report.entries, "bytes": report.bytes,
-               "refused": report.refused, "pushed": len(uploaded)}
+               "refused": report.refused, "refusals": report.refusals,
+               "pushed": len(uploaded)}
     _print_report(args, summary, f"imported {report.entries} entries ({format_size(report.bytes)}) "
                                  f"from {args.file}; {report.refused} refused"
-                                 + (f"; {len(uploaded)} pushed" if args.push else ""))
+                                 + (f"; {len(uploaded)} pushed" if args.push else ""),
+                  details=[f"  refused {refused['key'][:12]} "
+                           f"({refused['kernel'] or 'header unreadable'}): {refused['reason']}"
+                           for refused in report.refusals])
     return EXIT_FAILED if report.refused else EXIT_OK
 
 
 def cmd_sync(args) -> int:
     settings = env.Settings.from_env()
+    match = _match(args, settings)
     tier, disk = _remote(settings), _disk(settings)
     if not args.verbose:
         logging.getLogger("dgemm.remote").setLevel(logging.INFO)
-    agent = sync.SyncAgent(tier, disk, _match(args, settings), reconcile_s=args.reconcile_every)
+    agent = sync.SyncAgent(tier, disk, match, reconcile_s=args.reconcile_every)
     if args.once:
         agent.reconcile()           # Redis down: RemoteUnavailable, exit 3
     else:
@@ -485,9 +581,20 @@ def _remote(settings: env.Settings, required: bool = True) -> Optional[remote.Re
 
 
 def _match(args, settings: env.Settings):
-    archs = tuple(args.arch) if args.arch else (_this_node_arch(),)
-    identity = compiler.get_compiler(settings.compiler, settings.debug).identity
-    return sync.Match(archs=archs, compiler=None if args.any_compiler else identity)
+    """Which remote entries this node wants. ConfigError for an --arch that is no arch, and
+    for a compiler that is not there (its version is part of what is matched)."""
+    try:
+        archs = tuple(check_arch(arch) for arch in args.arch) if args.arch else None
+    except ValueError as error:
+        raise ConfigError(f"--arch: {error}") from None
+    if args.any_compiler:
+        identity = None
+    else:
+        try:
+            identity = compiler.get_compiler(settings.compiler, settings.debug).identity
+        except CompileError as error:
+            raise ConfigError(f"{error} (or pass --any-compiler)") from error
+    return sync.Match(archs=archs or (_this_node_arch(),), compiler=identity)
 
 
 def _this_node_arch() -> str:
@@ -582,7 +689,12 @@ def format_listing(rows: list) -> str:
 
 def format_stats(report: dict) -> str:
     local = report["local"]
-    lines = [f"local   {local['dir']}: {local['entries']} entries, {format_size(local['bytes'])}"]
+    if local.get("exists", True):
+        lines = [f"local   {local['dir']}: {local['entries']} entries, "
+                 f"{format_size(local['bytes'])}"]
+    else:
+        lines = [f"local   {local['dir']}: no cache yet (the directory does not exist; the "
+                 f"first compile, pull or import creates it)"]
     remote = report["remote"]
     if remote is None:
         lines.append("remote  not configured (DGEMM_REMOTE_CACHE is unset)")

@@ -60,7 +60,7 @@ def autotune_on(monkeypatch):
     monkeypatch.setenv("DGEMM_AUTOTUNE", "1")
 
 
-# --- the entry kind ------------------------------------------------------------------------------
+# --- the entry kind ---------------------------------------------------------------------------
 def test_a_decision_round_trips_through_seal_and_unpack():
     sealed = entry.seal_decision("ab" * 32, {"spec": {"block_m": 128}}, b"secret")
     back = entry.unpack_decision(sealed.blob, "ab" * 32, b"secret")
@@ -95,7 +95,7 @@ def test_a_damaged_or_foreign_decision_blob_is_refused(damage):
         entry.unpack_decision(blob, key, secret)
 
 
-# --- buckets and settings ----------------------------------------------------------------------------
+# --- buckets and settings ---------------------------------------------------------------------
 def test_m_buckets_are_powers_of_two_and_the_halves_between():
     assert [m_bucket(m) for m in (1, 2, 3, 4, 5, 7, 9, 100, 129, 4096, 4097, 6145)] == \
         [1, 2, 3, 4, 6, 8, 12, 128, 192, 4096, 6144, 8192]
@@ -114,7 +114,7 @@ def test_a_malformed_autotune_setting_names_the_variable(monkeypatch, name, valu
         gemm.choose_spec(*CALL, 132, "sm_90a")
 
 
-# --- off: nothing changes ----------------------------------------------------------------------------
+# --- off: nothing changes ---------------------------------------------------------------------
 @pytest.mark.parametrize("setting", [None, "0", "off"])
 def test_autotuning_off_gives_the_heuristics_spec_and_key_for_every_preset_problem(
         monkeypatch, fresh_dgemm_cache, setting):
@@ -146,7 +146,7 @@ def test_a_forced_tile_is_never_tuned(autotune_on):
     assert timer.calls == []
 
 
-# --- deciding and reusing ----------------------------------------------------------------------------
+# --- deciding and reusing ---------------------------------------------------------------------
 def test_the_fastest_candidate_is_chosen_and_published_to_disk(autotune_on, fresh_dgemm_cache):
     timer = CountingTimer()
     chosen, heuristic = choose(timer)
@@ -196,7 +196,7 @@ def test_a_decision_round_trips_through_redis_to_another_node(autotune_on, redis
     assert dgemm.jit.stats()["decision_remote_hits"] == 1
 
 
-# --- refused decisions: the heuristic is used --------------------------------------------------------
+# --- refused decisions: the heuristic is used -------------------------------------------------
 def _plant_on_disk(key: str, blob: bytes, cache_dir: Path) -> None:
     decisions.disk_tier(env.Settings.from_env()).put_blob(key, blob)
     forget_process_state()
@@ -265,7 +265,7 @@ def test_a_timer_that_times_nothing_falls_back_to_the_heuristic(autotune_on):
     assert chosen == heuristic and dgemm.jit.stats()["autotune_fallbacks"] == 1
 
 
-# --- CUDA-graph capture ---------------------------------------------------------------------------
+# --- CUDA-graph capture -----------------------------------------------------------------------
 def test_nothing_is_timed_during_capture_and_the_class_stays_open(autotune_on):
     timer = CountingTimer()
     chosen, heuristic = choose(timer, capturing=True)
@@ -338,7 +338,7 @@ def test_a_waiter_past_the_wait_bound_uses_the_heuristic(tmp_path):
     assert _finish(holder)["spec"] != waiter["heuristic"]
 
 
-# --- jobs ---------------------------------------------------------------------------------------------
+# --- jobs -------------------------------------------------------------------------------------
 def test_prewarm_with_autotuning_adds_the_kernels_of_published_decisions(autotune_on):
     decided, heuristic = choose(CountingTimer())
     forget_process_state()

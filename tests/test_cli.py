@@ -2,13 +2,11 @@
 subprocess, to send it SIGTERM), against a real redis-server where they need one."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 
@@ -17,28 +15,17 @@ import pytest
 from dgemm import cli
 from dgemm.jit import entry
 from dgemm.jit.tiers import DiskTier
+from cli_helpers import disk, remote, run_cli, tampered_bundle  # noqa: F401
 from redis_server import make_entry_blob, redis_server  # noqa: F401
 
 KEY_A, KEY_B = "a1" * 32, "b2" * 32
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture
-def disk(fresh_dgemm_cache):
-    return DiskTier(fresh_dgemm_cache)
-
-
-@pytest.fixture
-def remote(redis_server, monkeypatch):
-    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.5")
-    return redis_server
-
-
 def run(capsys, *argv) -> tuple:
     """(exit status, stdout) of `dgemm-cache argv...`."""
-    status = cli.main(list(argv))
-    return status, capsys.readouterr().out
+    status, out, _ = run_cli(capsys, *argv)
+    return status, out
 
 
 def run_json(capsys, *argv) -> tuple:
@@ -201,21 +188,12 @@ def test_export_then_import_moves_every_entry_to_an_empty_cache(capsys, disk, tm
     assert DiskTier(tmp_path / "air-gapped").get(KEY_B).blob == disk.get(KEY_B).blob
 
 
-def _tamper_with_bundle(source, target, key):
-    with tarfile.open(source) as original, tarfile.open(target, "w") as tampered:
-        for member in original.getmembers():
-            data = original.extractfile(member).read()
-            if member.name == f"entries/{key}.kbin":
-                data = data[:-1] + bytes([data[-1] ^ 1])
-            tampered.addfile(member, io.BytesIO(data))
-
-
 def test_import_refuses_a_tampered_entry_and_writes_only_the_good_ones(capsys, disk, tmp_path,
                                                                        monkeypatch):
     disk.put_blob(KEY_A, make_entry_blob(KEY_A))
     disk.put_blob(KEY_B, make_entry_blob(KEY_B))
     run(capsys, "export", str(tmp_path / "good.tar"), "--no-progress")
-    _tamper_with_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
+    tampered_bundle(tmp_path / "good.tar", tmp_path / "bad.tar", KEY_B)
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "target"))
     status, report = run_json(capsys, "import", str(tmp_path / "bad.tar"))
     target = DiskTier(tmp_path / "target")

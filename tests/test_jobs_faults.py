@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from dgemm import cli
 from dgemm.jit.tiers import DiskTier
 from dgemm.jobs import bundle, cleanup, manifest, sync
+from cli_helpers import process_table, run_cli
 from redis_server import make_entry_blob
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,17 +39,6 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 @pytest.fixture
 def disk(fresh_dgemm_cache) -> DiskTier:
     return DiskTier(fresh_dgemm_cache)
-
-
-def run_cli(capsys, *argv) -> tuple:
-    """(exit status, stdout, stderr) of `dgemm-cache argv...` in process; argparse's own
-    refusals (SystemExit) count as their exit status."""
-    try:
-        status = cli.main([str(a) for a in argv])
-    except SystemExit as exited:
-        status = exited.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def assert_refused(capsys, argv, fragment: str) -> None:
@@ -199,11 +188,15 @@ def test_gc_refuses_a_directory_that_is_not_a_dgemm_cache_and_deletes_nothing(
     assert tree(tmp_path) == before
 
 
-def test_gc_accepts_an_empty_or_missing_cache_directory(capsys, tmp_path):
+def test_gc_accepts_an_empty_cache_directory_or_a_missing_default_one(capsys, tmp_path,
+                                                                       monkeypatch):
+    # A missing directory named by --cache-dir is refused (a typo): tests/test_ops_cli.py.
     (tmp_path / "empty").mkdir()
-    for directory in (tmp_path / "empty", tmp_path / "missing"):
-        status, _, err = run_cli(capsys, "gc", "--cache-dir", directory)
-        assert status == 0, err
+    status, _, err = run_cli(capsys, "gc", "--cache-dir", tmp_path / "empty")
+    assert status == 0, err
+    monkeypatch.setenv("DGEMM_CACHE_DIR", str(tmp_path / "missing"))
+    status, _, err = run_cli(capsys, "gc")
+    assert status == 0, err
 
 
 def test_gc_policy_refuses_a_stale_after_under_a_minute_from_python():
@@ -229,22 +222,8 @@ def test_a_pid_taken_by_a_process_younger_than_the_temp_file_is_not_its_writer()
 # ------------------------------------------------------------------------------------------------
 # Orphaned prewarm workers (item 9)
 # ------------------------------------------------------------------------------------------------
-def _process_table() -> dict:
-    """pid -> (ppid, state) of every process, from /proc."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                text = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            fields = text[text.rindex(")") + 2:].split()
-            table[int(name)] = (int(fields[1]), fields[0])
-    return table
-
-
 def _descendants(pid: int) -> set:
-    table, found, frontier = _process_table(), set(), {pid}
+    table, found, frontier = process_table(), set(), {pid}
     while frontier:
         frontier = {child for child, (parent, _) in table.items() if parent in frontier}
         found |= frontier
@@ -252,7 +231,7 @@ def _descendants(pid: int) -> set:
 
 
 def _running(pids: set) -> set:
-    table = _process_table()
+    table = process_table()
     return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
 
 
@@ -346,10 +325,16 @@ def test_export_replaces_an_existing_regular_file(capsys, disk, tmp_path):
 # ------------------------------------------------------------------------------------------------
 DEEP = "[" * 100_000
 DENSE = {"m": [64], "nk": [[256, 512]]}
+NO_SHAPES = 'names no shapes: expected "dense", "grouped_contiguous" and/or "grouped_masked"'
 BAD_MANIFESTS = [
     ('{"dense": []}', '"dense" must be an object'),
-    ("{}", "names no shapes"),
-    ('{"notes": "x"}', "names no shapes"),
+    ("{}", NO_SHAPES),
+    ('{"notes": "x"}', NO_SHAPES),
+    ('{"dens": {"m": [64], "nk": [[256, 512]]}}', 'unknown section "dens"'),
+    ('{"dense": {"m": [64], "nk": [[256, 512]]}, "grouped_contigous": []}',
+     'unknown section "grouped_contigous"; expected "dense", "grouped_contiguous"'),
+    ('{"dense": {"m": [64], "nk": [[256, 512]]}, "labels": {"256x512": [1]}}',
+     'unknown section "labels"'),
     ("[]", "must be a JSON object"),
     ('"dense"', "must be a JSON object"),
     ("null", "must be a JSON object"),
@@ -395,6 +380,13 @@ def test_a_malformed_manifest_exits_2_with_one_line(capsys, tmp_path, text, frag
     path = tmp_path / "shapes.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     assert_refused(capsys, ["prewarm", "--manifest", path, "--no-progress"], fragment)
+
+
+def test_notes_beside_the_sections_may_be_strings_or_objects_of_strings(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"about": "x", "dense": DENSE,
+                                "dense_layers": {"256x512": "a layer"}}))
+    assert manifest.problems(manifest.load_manifest(path), [], 0.3)
 
 
 BAD_OPTIONS = [

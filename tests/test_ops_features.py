@@ -4,7 +4,6 @@ gc --remote, and Redis Sentinel URLs. Every remote case runs against real redis-
 processes (a Sentinel is `redis-server sentinel.conf --sentinel` on a loopback port)."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -25,35 +24,12 @@ from dgemm.jit import entry
 from dgemm.jit.cache import COMPILED, REMOTE
 from dgemm.jit.errors import ConfigError
 from dgemm.jit.tiers import DiskTier
+from cli_helpers import disk, remote, run_cli, run_cli_json  # noqa: F401
 from redis_server import REDIS_SERVER, RedisServer, free_port, make_entry_blob
 from redis_server import redis_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 KEYS = [f"{i:02x}" * 32 for i in range(1, 7)]
-
-
-@pytest.fixture
-def disk(fresh_dgemm_cache):
-    return DiskTier(fresh_dgemm_cache)
-
-
-@pytest.fixture
-def remote(redis_server, monkeypatch):
-    monkeypatch.setenv("DGEMM_REMOTE_CACHE", redis_server.url)
-    monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.5")
-    return redis_server
-
-
-def run(capsys, *argv) -> tuple:
-    """(exit status, stdout, stderr) of `dgemm-cache argv...` in this process."""
-    status = cli.main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def run_json(capsys, *argv) -> tuple:
-    status, out, _ = run(capsys, *argv, "--json")
-    return status, json.loads(out)
 
 
 def usage_error(capsys, *argv) -> str:
@@ -123,17 +99,18 @@ def test_cache_dir_option_after_or_before_the_subcommand_picks_the_cache(capsys,
     other.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
     environment_before = os.environ["DGEMM_CACHE_DIR"]
     for argv in (["stats", "--cache-dir", other.root], ["--cache-dir", other.root, "stats"]):
-        status, report = run_json(capsys, *argv)
-        assert status == 0 and report["local"] == {"dir": str(other.root), "entries": 1,
+        status, report = run_cli_json(capsys, *argv)
+        assert status == 0 and report["local"] == {"dir": str(other.root), "exists": True,
+                                                   "entries": 1,
                                                    "bytes": report["local"]["bytes"]}
     assert os.environ["DGEMM_CACHE_DIR"] == environment_before     # restored after the command
-    assert run_json(capsys, "stats")[1]["local"]["entries"] == 0
+    assert run_cli_json(capsys, "stats")[1]["local"]["entries"] == 0
 
 
 def test_the_option_after_the_subcommand_wins_over_the_one_before(capsys, disk, tmp_path):
     other = DiskTier(tmp_path / "other")
     other.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-    status, report = run_json(capsys, "--cache-dir", tmp_path / "nowhere", "stats",
+    status, report = run_cli_json(capsys, "--cache-dir", tmp_path / "nowhere", "stats",
                               "--cache-dir", other.root)
     assert report["local"]["dir"] == str(other.root)
 
@@ -150,21 +127,21 @@ def test_remote_option_replaces_the_environments_redis_for_one_command(capsys, d
     monkeypatch.setenv("DGEMM_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")   # dead
     monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.5")
     disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-    assert run(capsys, "push", "--no-progress")[0] == cli.EXIT_NO_REMOTE
-    status, report = run_json(capsys, "push", "--no-progress", "--remote", redis_server.url)
+    assert run_cli(capsys, "push", "--no-progress")[0] == cli.EXIT_NO_REMOTE
+    status, report = run_cli_json(capsys, "push", "--no-progress", "--remote", redis_server.url)
     assert status == 0 and report["copied"] == 1
     assert redis_server.client().exists("dgemm:entry:" + KEYS[0])
-    status, report = run_json(capsys, "--remote", redis_server.url, "stats")
+    status, report = run_cli_json(capsys, "--remote", redis_server.url, "stats")
     assert status == 0 and report["remote"]["entries"] == 1
     # On ls, --remote URL also means "list that Redis".
-    status, rows = run_json(capsys, "ls", "--remote", redis_server.url)
+    status, rows = run_cli_json(capsys, "ls", "--remote", redis_server.url)
     assert status == 0 and [row["key"] for row in rows] == [KEYS[0]]
 
 
 def test_remote_none_turns_the_remote_off_for_one_command(capsys, disk, remote):
-    status, report = run_json(capsys, "stats", "--remote", "none")
+    status, report = run_cli_json(capsys, "stats", "--remote", "none")
     assert status == 0 and report["remote"] is None
-    assert run(capsys, "push", "--remote", "none")[0] == cli.EXIT_NO_REMOTE
+    assert run_cli(capsys, "push", "--remote", "none")[0] == cli.EXIT_NO_REMOTE
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/abc", "http://127.0.0.1/0",
@@ -181,7 +158,7 @@ def test_the_remote_option_never_shows_the_password(capsys, disk):
 
 # --- doctor ------------------------------------------------------------------------------------
 def doctor(capsys, *argv) -> tuple:
-    status, report = run_json(capsys, "doctor", *argv)
+    status, report = run_cli_json(capsys, "doctor", *argv)
     assert report["exit_status"] == status
     return status, {check["name"]: check for check in report["checks"]}
 
@@ -198,7 +175,7 @@ def test_doctor_is_healthy_with_a_private_cache_and_a_reachable_redis(capsys, di
         assert checks["cache dir"]["status"] == "ok" and "1 entries" in checks["cache dir"]["value"]
         assert checks["remote"]["status"] == "ok" and "reachable" in checks["remote"]["value"]
         assert checks["secret"]["value"].startswith("set")
-        text = run(capsys, "show-config")[1]             # the alias; plain text
+        text = run_cli(capsys, "show-config")[1]             # the alias; plain text
         assert "ops:***@" in text and "dgemm" in text
         assert "pa55word" not in text and "the-cluster-secret" not in text
     finally:
@@ -254,7 +231,7 @@ def test_clear_removes_every_entry_but_nothing_else(capsys, disk):
         disk.put_blob(key, make_entry_blob(key))
     foreign = disk.root / "notes.txt"
     foreign.write_text("mine")
-    status, out, _ = run(capsys, "clear")
+    status, out, _ = run_cli(capsys, "clear")
     assert status == 0 and "removed 3 entries" in out
     assert list(disk.iter_entries()) == [] and foreign.read_text() == "mine"
 
@@ -263,14 +240,14 @@ def test_clear_skips_an_entry_whose_key_is_being_compiled(capsys, disk):
     for key in KEYS[:2]:
         disk.put_blob(key, make_entry_blob(key))
     with filelock.FileLock(str(disk.lock_path(KEYS[0]))):
-        status, report = run_json(capsys, "clear")
+        status, report = run_cli_json(capsys, "clear")
     assert status == 0 and report["removed"]["evicted"] == 1
     assert [key for key, _ in disk.iter_entries()] == [KEYS[0]]
 
 
 def test_clear_dry_run_changes_nothing(capsys, disk):
     disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-    status, out, _ = run(capsys, "clear", "--dry-run")
+    status, out, _ = run_cli(capsys, "clear", "--dry-run")
     assert status == 0 and "would remove 1 entries" in out
     assert disk.get(KEYS[0]) is not None
 
@@ -279,10 +256,10 @@ def test_clear_refuses_a_directory_that_is_not_a_dgemm_cache(capsys, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "thesis.tex").write_text("precious")
-    status, _, err = run(capsys, "clear", "--cache-dir", home)
+    status, _, err = run_cli(capsys, "clear", "--cache-dir", home)
     assert status == 2 and "not a dgemm cache" in err
     assert (home / "thesis.tex").exists()
-    status, _, err = run(capsys, "clear", "--cache-dir", tmp_path / "typo")
+    status, _, err = run_cli(capsys, "clear", "--cache-dir", tmp_path / "typo")
     assert status == 2 and "does not exist" in err
 
 
@@ -300,16 +277,16 @@ def fill_namespace(server, count: int) -> None:
 
 def test_clear_remote_without_yes_deletes_nothing_and_exits_2(capsys, disk, remote):
     fill_namespace(remote, 2)
-    status, out, err = run(capsys, "clear", "--remote")
+    status, out, err = run_cli(capsys, "clear", "--remote")
     assert status == 2 and "--yes" in err and "would delete 2 entries" in out
     assert remote.client().exists("dgemm:entry:" + KEYS[0])
-    status, report = run_json(capsys, "clear", "--remote", "--dry-run")
+    status, report = run_cli_json(capsys, "clear", "--remote", "--dry-run")
     assert status == 0 and report["removed"]["entry"] == 2 and report["dry_run"]
 
 
 def test_clear_remote_with_yes_deletes_the_namespaces_keys_only(capsys, disk, remote):
     fill_namespace(remote, 3)
-    status, report = run_json(capsys, "clear", "--remote", "--yes")
+    status, report = run_cli_json(capsys, "clear", "--remote", "--yes")
     assert status == 0 and report["removed"] == {"counters": 1, "entry": 3, "fail": 1,
                                                  "index": 1, "meta": 1}
     assert report["leases_kept"] == 1
@@ -331,7 +308,7 @@ def test_clear_remote_works_through_many_scan_batches(capsys, disk, remote):
 
 def test_clear_remote_on_a_dead_redis_exits_3(capsys, disk, remote):
     remote.kill()
-    assert run(capsys, "clear", "--remote", "--yes")[0] == cli.EXIT_NO_REMOTE
+    assert run_cli(capsys, "clear", "--remote", "--yes")[0] == cli.EXIT_NO_REMOTE
 
 
 # --- gc --remote ---------------------------------------------------------------------------------
@@ -357,7 +334,7 @@ def stored_with_last_use(server, ages_days: dict) -> dict:
 def test_gc_remote_evicts_the_least_recently_used_down_to_the_budget(capsys, disk, remote):
     sizes = stored_with_last_use(remote, {KEYS[0]: 3, KEYS[1]: 1, KEYS[2]: 2, KEYS[3]: 0})
     budget = sizes[KEYS[1]] + sizes[KEYS[3]]
-    status, report = run_json(capsys, "gc", "--remote", "--max-bytes", budget,
+    status, report = run_cli_json(capsys, "gc", "--remote", "--max-bytes", budget,
                               "--max-age", "none")
     assert status == 0
     assert sorted(action["key"] for action in report["actions"]) == sorted(KEYS[0:3:2])
@@ -376,7 +353,7 @@ def test_gc_remote_evicts_the_least_recently_used_down_to_the_budget(capsys, dis
 def test_gc_remote_expires_entries_unused_past_max_age_but_not_untracked_ones(capsys, disk,
                                                                             remote):
     stored_with_last_use(remote, {KEYS[0]: 40, KEYS[1]: 5, KEYS[2]: None})
-    status, out, _ = run(capsys, "gc", "--remote", "--max-age", "30d")
+    status, out, _ = run_cli(capsys, "gc", "--remote", "--max-age", "30d")
     assert status == 0 and "1 expired, 0 evicted" in out and "no last use       1" in out
     client = remote.client()
     assert not client.exists("dgemm:entry:" + KEYS[0])
@@ -385,7 +362,7 @@ def test_gc_remote_expires_entries_unused_past_max_age_but_not_untracked_ones(ca
 
 def test_gc_remote_dry_run_reports_and_changes_nothing(capsys, disk, remote):
     stored_with_last_use(remote, {KEYS[0]: 40, KEYS[1]: 1})
-    status, report = run_json(capsys, "gc", "--remote", "--max-bytes", "0", "--dry-run")
+    status, report = run_cli_json(capsys, "gc", "--remote", "--max-bytes", "0", "--dry-run")
     assert status == 0 and report["dry_run"] and report["removed"] == {"expired": 1,
                                                                        "evicted": 1}
     assert remote.client().exists("dgemm:entry:" + KEYS[0], "dgemm:entry:" + KEYS[1]) == 2
@@ -405,24 +382,24 @@ def test_remote_eviction_spares_an_entry_used_or_republished_since_it_was_listed
 def test_gc_remote_drops_index_and_meta_members_of_vanished_entries(capsys, disk, remote):
     stored_with_last_use(remote, {KEYS[0]: 1, KEYS[1]: 1})
     remote.client().delete("dgemm:entry:" + KEYS[0])                  # expired by its TTL
-    status, report = run_json(capsys, "gc", "--remote")
+    status, report = run_cli_json(capsys, "gc", "--remote")
     assert status == 0 and report["stale_members_removed"] == 1
     assert not remote.client().hexists("dgemm:meta", KEYS[0])
 
 
 def test_gc_remote_needs_a_remote_and_a_live_redis(capsys, disk, redis_server, monkeypatch):
-    status, _, err = run(capsys, "gc", "--remote")
+    status, _, err = run_cli(capsys, "gc", "--remote")
     assert status == 3 and "DGEMM_REMOTE_CACHE" in err
     monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.5")
     redis_server.kill()
-    assert run(capsys, "gc", "--remote", redis_server.url)[0] == cli.EXIT_NO_REMOTE
+    assert run_cli(capsys, "gc", "--remote", redis_server.url)[0] == cli.EXIT_NO_REMOTE
 
 
 def test_gc_remote_names_a_damaged_index_and_its_repair(capsys, disk, remote):
     stored_with_last_use(remote, {KEYS[0]: 1})
     remote.client().delete("dgemm:index")
     remote.client().set("dgemm:index", b"oops")
-    status, _, err = run(capsys, "gc", "--remote")
+    status, _, err = run_cli(capsys, "gc", "--remote")
     assert status != 0 and "DEL dgemm:index" in err
 
 
@@ -504,11 +481,11 @@ def test_the_walk_publishes_and_downloads_through_a_sentinel_url(sentinel, redis
 
 def test_push_and_pull_through_a_sentinel_url(capsys, disk, sentinel, redis_server, tmp_path):
     disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-    status, report = run_json(capsys, "push", "--no-progress", "--remote", sentinel.url)
+    status, report = run_cli_json(capsys, "push", "--no-progress", "--remote", sentinel.url)
     assert status == 0 and report["copied"] == 1
     assert redis_server.client().exists("dgemm:entry:" + KEYS[0])
     other = tmp_path / "other-node"
-    status, report = run_json(capsys, "pull", "--arch", "sm_90a", "--any-compiler",
+    status, report = run_cli_json(capsys, "pull", "--arch", "sm_90a", "--any-compiler",
                               "--no-progress", "--cache-dir", other, "--remote", sentinel.url)
     assert status == 0 and report["copied"] == 1
     assert DiskTier(other).get(KEYS[0]) is not None
@@ -526,14 +503,14 @@ def test_after_a_failover_the_sentinel_url_reaches_the_new_primary(capsys, disk,
         monkeypatch.setenv("DGEMM_REMOTE_TIMEOUT", "0.5")
         monkeypatch.setenv("DGEMM_REMOTE_COOLDOWN", "0.2")
         disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-        assert run(capsys, "push", "--no-progress", "--remote", sentinel.url)[0] == 0
+        assert run_cli(capsys, "push", "--no-progress", "--remote", sentinel.url)[0] == 0
         _fail_over(sentinel, replica)
         redis_server.kill()                 # the old primary is gone, as after a crash
         disk.put_blob(KEYS[1], make_entry_blob(KEYS[1]))
         # The first call may still use its connection to the old primary and open the
         # breaker; a call after the cool-down asks the sentinel and reaches the new primary.
         deadline = time.monotonic() + 20
-        while run(capsys, "push", "--no-progress", "--remote", sentinel.url)[0] != 0:
+        while run_cli(capsys, "push", "--no-progress", "--remote", sentinel.url)[0] != 0:
             assert time.monotonic() < deadline, "never reached the new primary"
             time.sleep(0.3)
         assert replica.client().exists("dgemm:entry:" + KEYS[0], "dgemm:entry:" + KEYS[1]) == 2
@@ -563,7 +540,7 @@ def test_a_dead_sentinel_fails_within_the_timeout_and_says_which_it_asked(capsys
     url = f"redis+sentinel://127.0.0.1:{dead[0]},127.0.0.1:{dead[1]}/mymaster/0"
     disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
     started = time.monotonic()
-    status, _, err = run(capsys, "push", "--no-progress", "--remote", url)
+    status, _, err = run_cli(capsys, "push", "--no-progress", "--remote", url)
     assert status == cli.EXIT_NO_REMOTE and time.monotonic() - started < 10
     assert f"no sentinel of 127.0.0.1:{dead[0]}, 127.0.0.1:{dead[1]} named a primary" in err
 
@@ -572,7 +549,7 @@ def test_a_sentinel_that_does_not_monitor_the_service_is_a_clear_failure(capsys,
                                                                        sentinel):
     url = sentinel.url.replace("/mymaster/", "/othermaster/")
     disk.put_blob(KEYS[0], make_entry_blob(KEYS[0]))
-    status, _, err = run(capsys, "push", "--no-progress", "--remote", url)
+    status, _, err = run_cli(capsys, "push", "--no-progress", "--remote", url)
     assert status == cli.EXIT_NO_REMOTE and "'othermaster'" in err
 
 

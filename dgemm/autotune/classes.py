@@ -112,4 +112,5 @@ def decision_fields(cls: ShapeClass, candidate_specs: list, csrc_digest: str,
 
 
 __all__ = ["ShapeClass", "m_bucket", "shape_class", "representative_m", "contiguous_rows",
-           "masked_rows", "masked_max_m", "MASKED_DRAWS", "TIMING_METHOD", "candidates", "decision_fields"]
+           "masked_rows", "masked_max_m", "MASKED_DRAWS", "TIMING_METHOD", "candidates",
+           "decision_fields"]

@@ -186,10 +186,11 @@ def _decide(cls: ShapeClass, candidate_specs: list, device_index, timer) -> dict
     if 0 < seconds[0] < math.inf and seconds[best] > (1 - MIN_GAIN) * seconds[0]:
         best = 0
     logger.info("dgemm.autotune: %s -> %s (%.1f us; heuristic %s)", cls.describe(),
-                _tile(candidate_specs[best]), seconds[best] * 1e6, _tile(candidate_specs[0]))
+                tile_name(candidate_specs[best]), seconds[best] * 1e6,
+                tile_name(candidate_specs[0]))
     return {"class": dataclasses.asdict(cls),
             "spec": json.loads(candidate_specs[best].to_json()),
-            "timings": [{"tile": _tile(spec), "seconds": t if math.isfinite(t) else None}
+            "timings": [{"tile": tile_name(spec), "seconds": t if math.isfinite(t) else None}
                         for spec, t in zip(candidate_specs, map(float, seconds))]}
 
 
@@ -203,7 +204,8 @@ def _chosen_spec(payload: dict, candidate_specs: list) -> Optional[KernelSpec]:
     return None
 
 
-def _tile(spec: KernelSpec) -> str:
+def tile_name(spec: KernelSpec) -> str:
+    """A spec's tile for reports: 128x256, or 128x256 x2A for 2-CTA clusters sharing A."""
     cluster = f" x{spec.num_tma_multicast}{'A' if spec.multicast_on_a else 'B'}" \
         if spec.num_tma_multicast > 1 else ""
     return f"{spec.block_m}x{spec.block_n}{cluster}"

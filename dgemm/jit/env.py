@@ -6,7 +6,8 @@ environment. Within one operation (one `ensure_compiled`, one `dgemm-cache` comm
 snapshot is read once at its start, with the secret file read once, and handed down; nothing
 below reads the environment again for those values. Callers read through the module
 (`env.cache_dir()`, `env.Settings.from_env()`), never copy values at import. A bad value raises
-`ConfigError` naming the variable, the value and the form that was expected.
+`ConfigError` naming the variable, the value and the form that was expected. Commands call
+`validate()` first, which reads every variable, so a typo fails before any work starts.
 """
 from __future__ import annotations
 
@@ -335,23 +336,70 @@ class Settings:
                    remote=remote)
 
 
+# --- every variable at once, before a command does any work ------------------------------------
+# Every DGEMM_* variable dgemm reads (the README's Configuration table, plus the test hooks).
+KNOWN_VARIABLES = (
+    "DGEMM_CACHE_DIR", "DGEMM_CACHE_SECRET", "DGEMM_CACHE_SECRET_FILE", "DGEMM_LOCK_TIMEOUT",
+    "DGEMM_JIT_COMPILER", "DGEMM_JIT_DEBUG", "DGEMM_NVCC", "DGEMM_CSRC_DIR", "DGEMM_DISABLE_JIT",
+    "DGEMM_FORCE_PORTABLE", "DGEMM_AUTOTUNE", "DGEMM_AUTOTUNE_TOP_K", "DGEMM_AUTOTUNE_WAIT",
+    "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE",
+    "DGEMM_REMOTE_TIMEOUT", "DGEMM_REMOTE_COOLDOWN", "DGEMM_REMOTE_LEASE_TTL",
+    "DGEMM_REMOTE_WAIT", "DGEMM_REMOTE_TTL", "DGEMM_REMOTE_FAIL_TTL",
+    "DGEMM_TEST_PAUSE", "DGEMM_TEST_PAUSE_MARKER",
+    "DGEMM_PREWARM_NUM_SMS",        # read by the Docker image's dgemm-prewarm, not by dgemm
+    "DGEMM_COMPAT_ROOT",            # set by `python -m dgemm.compat` for its child processes
+)
+
+
+def validate() -> Settings:
+    """Read every DGEMM_* variable now and return the walk's settings, so that a command fails
+    at its start (ConfigError naming the variable and the fix) rather than in the middle of
+    its work, or once per kernel. Variables the walk reads only in some cases (the remote
+    numbers without DGEMM_REMOTE_CACHE, DGEMM_FORCE_PORTABLE, the test hook) are read too.
+    A set DGEMM_* variable dgemm does not know is no error; `unknown_variables()` lists them
+    for a warning."""
+    settings = Settings.from_env()
+    remote_namespace()
+    remote_settings()
+    get_bool("DGEMM_FORCE_PORTABLE")
+    autotune(), autotune_top_k(), autotune_wait()
+    _test_pause()
+    override = csrc_dir_override()
+    if override is not None and not (override / "dgemm").is_dir():
+        raise ConfigError(f"DGEMM_CSRC_DIR={str(override)!r} has no dgemm/ directory; expected "
+                          f"a copy of dgemm's csrc/ tree (or unset it to use the packaged one)")
+    return settings
+
+
+def unknown_variables() -> list:
+    """Set DGEMM_* variables that dgemm never reads: most likely a typo of a known one."""
+    return sorted(name for name in os.environ
+                  if name.startswith("DGEMM_") and name not in KNOWN_VARIABLES)
+
+
 # --- test hooks ---------------------------------------------------------------------------------
+def _test_pause() -> Optional[tuple]:
+    """DGEMM_TEST_PAUSE as (stage, seconds), or None when unset."""
+    setting = get_str("DGEMM_TEST_PAUSE")
+    if setting is None:
+        return None
+    wanted, _, seconds = setting.partition(":")
+    try:
+        return wanted, float(seconds)
+    except ValueError:
+        raise ConfigError(f"DGEMM_TEST_PAUSE={setting!r}; expected <stage>:<seconds>, e.g. "
+                          f"compile:30") from None
+
+
 def pause_for_tests(stage: str) -> None:
     """Test hook: with DGEMM_TEST_PAUSE="<stage>:<seconds>" the named stage ("compile" while
     holding the compile lock, "publish" after the temp file is written and before it is
     renamed) sleeps, after writing this process's pid to DGEMM_TEST_PAUSE_MARKER if set, so a
     test can SIGKILL the process at exactly that point. Does nothing when unset."""
-    setting = get_str("DGEMM_TEST_PAUSE")
-    if setting is None:
+    pause = _test_pause()
+    if pause is None or pause[0] != stage:
         return
-    wanted, _, seconds = setting.partition(":")
-    if wanted != stage:
-        return
-    try:
-        delay = float(seconds)
-    except ValueError:
-        raise ConfigError(f"DGEMM_TEST_PAUSE={setting!r}; expected <stage>:<seconds>, e.g. "
-                          f"compile:30") from None
+    delay = pause[1]
     marker = get_str("DGEMM_TEST_PAUSE_MARKER")
     if marker is not None:
         Path(marker).write_text(str(os.getpid()))

@@ -16,7 +16,8 @@ checked first: a readable tar, a manifest of the right types, every entry member
 file of bounded size within the file; anything else refuses the bundle (`BundleError`) before
 any entry is imported. Then each member is read into memory, checked against the manifest's
 sha256 and verified with dgemm.jit.entry.unpack (digest, key, and HMAC when a secret is set)
-before the verified Entry is handed on; an entry that fails is refused and counted.
+before the verified Entry is handed on; an entry that fails is refused, and the report names
+it (key, the kernel its header claims) with the reason.
 
 NOTES: this lives in dgemm (it moved here from cache_service) because a bundle is made of
 dgemm entries, verified and described with dgemm's entry format; it never touches Redis.
@@ -68,6 +69,9 @@ class BundleReport:
     entries: int = 0        # written to the bundle, or accepted from it
     refused: int = 0        # failed verification (import) or not exportable (export)
     bytes: int = 0
+    # One {"key", "kernel", "reason"} per refused entry of an import: "kernel" is what its
+    # unverified header claims (e.g. "fp8_gemm normal n=4096 k=7168 sm_90a"), or None.
+    refusals: list = dataclasses.field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -170,9 +174,12 @@ def import_bundle(path: Path, secret: Optional[bytes], accept: Callable[[Entry],
                                                              path))
             for key, member in members.items():
                 blob = _reading(path, lambda: tar.extractfile(member).read())
-                entry = _verified(blob, key, expected.get(key), secret)
-                if entry is None:
+                try:
+                    entry = _verified(blob, key, expected.get(key), secret)
+                except EntryError as error:
                     report.refused += 1
+                    report.refusals.append({"key": key, "kernel": _claimed_kernel(blob),
+                                            "reason": str(error)})
                 else:
                     accept(entry)
                     report.entries += 1
@@ -267,15 +274,28 @@ def _read_manifest(tar: tarfile.TarFile, member, path: Path) -> dict:
     return expected
 
 
-def _verified(blob: bytes, key: str, sha256: Optional[str],
-              secret: Optional[bytes]) -> Optional[Entry]:
-    """The verified Entry, or None when the blob does not match the manifest or its checks."""
+def _verified(blob: bytes, key: str, sha256: Optional[str], secret: Optional[bytes]) -> Entry:
+    """The verified Entry; EntryError saying why when the blob does not match the manifest or
+    fails its checks."""
+    if sha256 is None:
+        raise EntryError(f"the bundle's {MANIFEST} does not list it")
     if sha256 != hashlib.sha256(blob).hexdigest():
-        return None
+        raise EntryError(f"its sha256 differs from the one in the bundle's {MANIFEST} (the "
+                         f"file was damaged or altered after export)")
+    return entry_format.unpack(blob, key, secret)
+
+
+def _claimed_kernel(blob: bytes) -> Optional[str]:
+    """What a refused blob's header says it is, for the report (unverified, so only shown);
+    None when not even the header can be read."""
     try:
-        return entry_format.unpack(blob, key, secret)
+        spec = entry_format.read_header(blob)["spec"]
     except EntryError:
         return None
+    fields = [spec.get(name) for name in ("kernel", "gemm_type")]
+    fields += [f"{name}={spec.get(name)}" for name in ("n", "k") if name in spec]
+    fields.append(spec.get("arch"))
+    return " ".join(str(field) for field in fields if field is not None)[:120]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from dgemm.kernels.spec import KernelSpec
@@ -77,13 +78,27 @@ def load_manifest(path: str | Path) -> dict:
     return manifest
 
 
+def _is_notes(value: object) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, dict) and all(isinstance(note, str) for note in value.values()))
+
+
 def check_sections(manifest: object, where: str = "manifest") -> None:
     """ManifestError unless `manifest` is an object with at least one known section, each of
-    the right JSON type (the entries inside are checked by `problems`)."""
+    the right JSON type (the entries inside are checked by `problems`), and no other key
+    holding an object or a list."""
     if not isinstance(manifest, dict):
         raise ManifestError(f"{where} must be a JSON object with {_sections()}; got a JSON "
                             f"{_json_type(manifest)}")
     present = [name for name in SECTIONS if name in manifest]
+    for name, value in manifest.items():
+        # Keys beside the sections hold notes (a string, or an object of strings such as
+        # layer labels); one holding shapes is a misspelt section whose kernels would
+        # silently be left out.
+        if name not in SECTIONS and not _is_notes(value):
+            raise ManifestError(f'{where}: unknown section "{name}"; expected {_sections()} '
+                                f'(other keys may only hold notes: a string, or an object of '
+                                f'strings)')
     if not present:
         raise ManifestError(f"{where} names no shapes: expected {_sections()}")
     if "dense" in manifest and not isinstance(manifest["dense"], dict):
@@ -109,6 +124,47 @@ def parse_m_range(text: str) -> list[int]:
         raise ManifestError(f"M range {_short(text)} must name at least one M and only "
                             f"1 <= M <= {MAX_DIM}")
     return sorted(values)
+
+
+def format_m_values(values) -> str:
+    """Sorted M values in `parse_m_range`'s syntax, short: runs of three or more values with
+    one step (or two neighbours) become LOW-HIGH or LOW-HIGH:STEP, e.g.
+    [1, 2, 3, 512, 1024, 2048, 3072] -> '1-3, 512, 1024-3072:1024'."""
+    ms = sorted(set(values))
+    parts, start = [], 0
+    while start < len(ms):
+        end = start
+        if start + 1 < len(ms):
+            step = ms[start + 1] - ms[start]
+            end = start + 1
+            while end + 1 < len(ms) and ms[end + 1] - ms[end] == step:
+                end += 1
+            if end - start < 2 and step != 1:
+                end = start                  # two values with a gap: list them one by one
+        if end == start:
+            parts.append(str(ms[start]))
+        else:
+            step = ms[start + 1] - ms[start]
+            parts.append(f"{ms[start]}-{ms[end]}" + (f":{step}" if step != 1 else ""))
+        start = end + 1
+    return ", ".join(parts)
+
+
+_ARCH = re.compile(r"^sm_(\d+)([af]?)$")
+
+
+def check_arch(text: str, minimum: int = 0) -> str:
+    """`text` if it names a GPU architecture as dgemm's keys spell it (sm_<number>[a|f], e.g.
+    sm_90a for H100/H200, sm_80 for A100, sm_89 for L40S) of at least sm_<minimum>; else a
+    ValueError saying so."""
+    match = _ARCH.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"arch must be sm_<number> with an optional 'a', e.g. sm_90a (H100, "
+                         f"H200), sm_80 (A100), sm_89 (L40S); got {text!r}")
+    if int(match.group(1)) < minimum:
+        raise ValueError(f"arch must be sm_{minimum} or newer, the oldest architecture dgemm's "
+                         f"kernels support; got {text!r}")
+    return text
 
 
 def _parse_m_part(part: str, text: str) -> range:

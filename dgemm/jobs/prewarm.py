@@ -2,41 +2,60 @@
 
 From a shape manifest (or a packaged preset) the job enumerates the problems, maps each to its
 `KernelSpec` with the same heuristics a GPU rank uses, dedupes (one spec serves many M), keeps
-this shard's share and hands each spec to `dgemm.jit.ensure_compiled` in a process pool. That
-call walks the tiers, so a spec already on local disk or in Redis counts as cached (a rerun
-resumes where the last one stopped) and a new one is published locally and, when
-DGEMM_REMOTE_CACHE is set, to Redis. The workers die with this process, even when it is
-SIGKILLed (Linux's parent-death signal, and a watchdog thread in each worker elsewhere), so an
-interrupted job leaves no compile processes behind. With DGEMM_AUTOTUNE=1 the job also compiles
-the kernels named by the autotuning decisions already published (on local disk or in Redis) for
-the manifest's shape classes; `dgemm-cache tune` compiles what it times anyway. Exit status: 0 when every spec is cached
-or compiled, 1 when any failed, 2 for bad arguments or a bad manifest.
+this shard's share and hands each spec to `dgemm.jit.ensure_compiled` in a process pool
+(`compile_pool`). That call walks the tiers, so a spec already on local disk or in Redis counts
+as cached (a rerun resumes where the last one stopped) and a new one is published locally and,
+when DGEMM_REMOTE_CACHE is set, to Redis.
+
+Before any work (`make_plan`), the settings, manifest, arch, compiler (NVRTC loadable, nvcc
+found), csrc tree and cache directory are checked once: a problem is one message and exit 2,
+not one failure per kernel. At the end, with a remote cache, the job makes sure Redis holds
+every kernel of its shard (`remote_fill`) and exits 3 when it could not (down, wrong password,
+full), so that nothing waiting on the job starts against an empty Redis; a rerun once Redis is
+fixed compiles nothing and uploads what is missing. SIGINT or SIGTERM stops the job within a
+second or so (workers and their compilers killed), prints the report of what finished, and
+exits 128 + the signal. The report and -v's lines: `prewarm_report`.
+With DGEMM_AUTOTUNE=1 the job also compiles the kernels named by the autotuning decisions
+already published (on local disk or in Redis) for the manifest's shape classes; `dgemm-cache
+tune` compiles what it times anyway.
 """
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import ctypes
 import dataclasses
 import json
-import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
+from typing import Optional
 
-from dgemm.kernels.spec import KernelSpec      # not dgemm.heuristics: that imports torch
 from dgemm.jobs import manifest as manifests
+from dgemm.jobs import prewarm_report as reports
+from dgemm.jobs import remote_fill
+from dgemm.jobs.compile_pool import StopSignals, compile_all   # bench/ imports compile_all here
 from dgemm.progress import Progress
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
+
+EXIT_STATUS_HELP = """exit status:
+  0    every kernel of the shard is cached (and, with a remote cache, in Redis)
+  1    some kernel failed to compile (its compiler log is in the report)
+  2    bad arguments, manifest or DGEMM_* setting, no usable compiler, an unusable cache
+       directory, or DGEMM_DISABLE_JIT set; nothing was compiled
+  3    every kernel compiled, but the remote cache (DGEMM_REMOTE_CACHE) could not take them
+       all: unreachable, a missing or wrong password, or writes refused (full); rerun once
+       it is fixed, which compiles nothing and uploads what is missing
+  130  stopped by SIGINT (Ctrl-C), 143 by SIGTERM, after printing the report of what finished
+under torchrun (RANK/WORLD_SIZE set) every line prewarm prints starts with [rank I/N]."""
 
 
 # ------------------------------------------------------------------------------------------
 # Command line
 # ------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_STATUS_HELP
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--manifest", metavar="FILE",
                         help="shape manifest (JSON shaped like dgemm/shapes/deepseek_v3.json)")
@@ -48,7 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rows per group of a contiguous grouped GEMM vary in "
                              "m_per_group * [1-S, 1+S]; prewarm every total M that reaches "
                              "(default 0.3; 0 for the nominal M only)")
-    parser.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
+    parser.add_argument("--arch", type=_arch, default="sm_90a",
+                        help="target architecture of the GPUs that will run the kernels "
+                             "(default sm_90a: H100, H200; sm_90 is refused unless --portable)")
+    parser.add_argument("--portable", action="store_true",
+                        help="prewarm the portable kernels (what DGEMM_FORCE_PORTABLE=1 runs on "
+                             "Hopper) instead of the arch's own")
     parser.add_argument("--num-sms", type=_positive_int, default=132, metavar="N",
                         help="SM count of the GPUs that will run the kernels (default 132)")
     parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
@@ -57,76 +81,153 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                         help="compile only shard I of N (0-based); default from torchrun's "
                              "RANK/WORLD_SIZE, else 0/1")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the kernels the manifest needs, the M they serve and whether "
+                             "each is on local disk and in Redis; compile and write nothing")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`scripts/prewarm.py` (for torchrun): the same job as `dgemm-cache prewarm`."""
     parser = argparse.ArgumentParser(prog="prewarm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="a line per kernel: which tier answered, compile seconds, upload")
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    from dgemm.jit import env
+    for name in env.unknown_variables():
+        print(f"prewarm: warning: {name} is not a dgemm setting (a typo?); ignored",
+              file=sys.stderr)
+    return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        shard = args.shard or shard_from_env(os.environ)
-        source = f"preset {args.preset}" if args.preset else f"manifest {args.manifest}"
-        manifest = (manifests.load_preset(args.preset) if args.preset
-                    else manifests.load_manifest(args.manifest))
-        problem_list = manifests.problems(manifest, args.m_range, args.contiguous_spread)
-        served = manifests.specs_for(problem_list, args.num_sms, args.arch)
-        if _autotune_is_set():
-            # The kernels of published decisions too, so nodes that autotune find them ready.
-            for spec, problems in manifests.decided_specs_for(
-                    problem_list, args.num_sms, args.arch).items():
-                served.setdefault(spec, []).extend(problems)
-        disable_jit = _disable_jit_is_set()
-    except ValueError as exc:       # ManifestError, or a malformed DGEMM_* variable
+        plan = make_plan(args)
+    except ValueError as exc:       # ManifestError, ConfigError: the message says the fix
         print(f"prewarm: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if disable_jit:
-        print("prewarm: DGEMM_DISABLE_JIT is set, which forbids the compiles this job exists "
-              "to do; unset it for the prewarm job (keep it on the trainer nodes)",
-              file=sys.stderr)
-        return EXIT_USAGE
-
-    index, count = shard
-    mine = list(served)[index::count]
-    args.jobs = args.jobs or default_jobs(os.environ)
+    except KeyboardInterrupt:       # the compile phase below takes its signals itself
+        print("prewarm: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if args.dry_run:
+        return dry_run(args, plan)
+    verbose = getattr(args, "verbose", False)      # dgemm-cache's -v, or main()'s
+    note = reports.printer(plan.prefix)
+    on_outcome, on_remote = reports.kernel_steps(note, plan) if verbose else (None, None)
+    jobs = args.jobs or default_jobs(os.environ)
     started = time.monotonic()
-    progress = Progress("prewarm", len(mine), enabled=not args.no_progress)
-    outcomes = compile_all(mine, args.jobs, progress)
-    progress.close()
+    progress = Progress(f"{plan.prefix}prewarm", len(plan.mine),
+                        enabled=not (args.no_progress or verbose))
+    with StopSignals() as stop, remote_fill.remote_log_quiet(not verbose):
+        remote_down = remote_fill.probe(plan.settings)
+        if remote_down:
+            note(f"prewarm: warning: the remote cache (DGEMM_REMOTE_CACHE="
+                 f"{reports.remote_for_display(plan.settings)}) is unavailable: "
+                 f"{remote_down.rstrip('.')}. Compiling into the local cache only; the job "
+                 f"will exit 3 unless the remote cache takes every kernel by the end")
+        outcomes = compile_all(plan.mine, jobs, progress, stop=stop.event,
+                               on_outcome=on_outcome, verbose=verbose)
+        progress.close()
+        remote_status = None
+        if plan.settings.remote is not None and not stop.event.is_set():
+            remote_status = remote_fill.fill(outcomes, plan.settings, stop.event, on_remote)
+    report = reports.build(plan, outcomes, remote_status, stop.signal_name, jobs,
+                           wall_seconds=time.monotonic() - started)
+    reports.output(report, args.json, plan.prefix)
+    return exit_status(report, stop.signum)
 
-    report = build_report(args, source, shard, problem_list, served, outcomes,
-                          wall_seconds=time.monotonic() - started)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return EXIT_FAILED if report["failed"] else EXIT_OK
+
+def exit_status(report: dict, signum: Optional[int]) -> int:
+    """128 + signal when interrupted; 1 when a kernel failed (a rerun will not fix it); 3 when
+    every kernel is cached locally but the remote cache lacks some; else 0."""
+    if signum is not None:
+        return 128 + signum
+    if report["failed"]:
+        return EXIT_FAILED
+    remote = report["remote_status"]
+    if remote is not None and (remote["missing"] or remote["error"]):
+        return EXIT_REMOTE
+    return EXIT_OK
 
 
-def build_report(args: argparse.Namespace, source: str, shard: tuple[int, int],
-                 problem_list: list, served: dict, outcomes: list[dict],
-                 wall_seconds: float) -> dict:
-    kernels = []
-    for outcome in sorted(outcomes, key=lambda o: o["spec"].to_json()):
-        kernels.append(dict(outcome, spec=json.loads(outcome["spec"].to_json()),
-                            problems=[dataclasses.asdict(p) for p in served[outcome["spec"]]]))
-    return {
-        "source": source, "arch": args.arch, "num_sms": args.num_sms,
-        "shard": list(shard), "problems": len(problem_list),
-        "specs_total": len(served), "specs_in_shard": len(outcomes),
-        "compiled": _count(outcomes, "compiled"),
-        "already_cached": _count(outcomes, "cached") + _count(outcomes, "downloaded"),
-        "downloaded": _count(outcomes, "downloaded"),
-        "failed": _count(outcomes, "failed"),
-        "wall_seconds": round(wall_seconds, 3),
-        "compile_seconds": round(sum(o["compile_seconds"] for o in outcomes), 3),
-        "jobs": args.jobs, "cache_dir": _cache_dir(), "remote": _remote_for_display(),
-        "kernels": kernels,
-    }
+# ------------------------------------------------------------------------------------------
+# The plan: everything worked out and checked before any work
+# ------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Plan:
+    source: str                     # "preset X" or "manifest FILE"
+    arch: str
+    num_sms: int
+    shard: tuple                    # (index, count)
+    prefix: str                     # of every line printed: "[rank I/N] " under torchrun
+    problems: list
+    served: dict                    # spec -> the problems it serves (every shard)
+    mine: list                      # this shard's specs
+    settings: object                # env.Settings, read once (and checked) here
+    compiler: object                # the jit Compiler, known to be usable
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Settings, shard, manifest, arch, specs, compiler, csrc tree and cache directory, each
+    checked. ValueError (ManifestError, ConfigError) saying the fix."""
+    from dgemm.jit import env
+    from dgemm.jit.errors import ConfigError
+    from dgemm.kernels import portable_fp8
+
+    settings = env.validate()
+    if settings.disable_jit and not args.dry_run:
+        raise ConfigError("DGEMM_DISABLE_JIT is set, which forbids the compiles this job exists "
+                          "to do; unset it for the prewarm job (keep it on the trainer nodes)")
+    if args.arch == "sm_90" and not args.portable:
+        raise ConfigError("--arch sm_90 selects only the portable kernels, which an H100 or "
+                          "H200 runs only with DGEMM_FORCE_PORTABLE=1; did you mean --arch "
+                          "sm_90a? (add --portable to prewarm the portable kernels on purpose)")
+    shard = args.shard or shard_from_env(os.environ)
+    index, count = shard
+    under_torchrun = args.shard is None and "RANK" in os.environ and count > 1
+    prefix = f"[rank {index}/{count}] " if under_torchrun else ""
+    source = f"preset {args.preset}" if args.preset else f"manifest {args.manifest}"
+    manifest = (manifests.load_preset(args.preset) if args.preset
+                else manifests.load_manifest(args.manifest))
+    problem_list = manifests.problems(manifest, args.m_range, args.contiguous_spread)
+    family = portable_fp8.NAME if args.portable else None
+    served = manifests.specs_for(problem_list, args.num_sms, args.arch, family=family)
+    if env.autotune() and family is None:
+        # The kernels of published decisions too, so nodes that autotune find them ready.
+        for spec, problems in manifests.decided_specs_for(
+                problem_list, args.num_sms, args.arch).items():
+            served.setdefault(spec, []).extend(problems)
+    compiler = check_toolchain(settings, next(iter(served)))
+    check_cache_dir(settings, create=not args.dry_run)
+    return Plan(source, args.arch, args.num_sms, shard, prefix, problem_list, served,
+                list(served)[index::count], settings, compiler)
+
+
+def check_toolchain(settings, spec):
+    """The compiler the settings name, once: NVRTC loadable or nvcc found (with its version),
+    and the csrc tree readable. ConfigError with the fix instead of one failure per kernel."""
+    from dgemm.jit import compiler as compilers, source
+    from dgemm.jit.errors import CompileError, ConfigError
+    try:
+        compiler = compilers.get_compiler(settings.compiler, settings.debug)
+        compiler.identity       # loads NVRTC, or runs `nvcc --version`
+        source.render(spec)     # the csrc tree (DGEMM_CSRC_DIR or the packaged one)
+    except (CompileError, OSError) as error:
+        raise ConfigError(f"cannot compile kernels here: {error}") from error
+    return compiler
+
+
+def check_cache_dir(settings, create: bool) -> None:
+    """The local cache directory usable (created when `create`) and private; ConfigError."""
+    from dgemm.jit.errors import CacheDirError, ConfigError
+    from dgemm.jit.tiers import DiskTier
+    disk = DiskTier(settings.cache_dir, settings.secret)
+    try:
+        disk.ensure_dirs() if create else disk.check_private()
+    except CacheDirError as error:
+        raise ConfigError(str(error)) from error
 
 
 def shard_from_env(environ) -> tuple[int, int]:
@@ -141,165 +242,36 @@ def shard_from_env(environ) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------------------------------
-# Compiling
+# Dry run
 # ------------------------------------------------------------------------------------------
-def compile_all(specs: list[KernelSpec], jobs: int, progress: Progress) -> list[dict]:
-    """One outcome dict per spec (status compiled | cached | downloaded | failed), in the order
-    the specs finish. Even one job uses a worker process: a compiler crash then costs one
-    outcome instead of the report, and this process keeps no kernels in memory."""
-    outcomes = []
-    tally = {"compiled": 0, "cached": 0, "downloaded": 0, "failed": 0}
+def dry_run(args: argparse.Namespace, plan: Plan) -> int:
+    """List this shard's kernels with the M they serve, their keys and whether each is on the
+    local disk and in Redis; compile and write nothing. Exit 3 when Redis cannot be asked."""
+    from cache_service.errors import RemoteUnavailable
+    from dgemm.jit import key as keys, source
+    from dgemm.jit.tiers import DiskTier
 
-    def record(outcome: dict) -> None:
-        outcomes.append(outcome)
-        tally[outcome["status"]] += 1
-        progress.advance(" ".join(f"{name} {n}" for name, n in tally.items()))
-
-    if not specs:
-        return outcomes
-    # spawn, not fork: a worker must not inherit this process's Redis sockets, locks or
-    # half-initialised CUDA state; it imports dgemm afresh and reads the same environment.
-    context = multiprocessing.get_context("spawn")
-    workers = min(jobs, len(specs))
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=die_with_parent,
-                                                initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(prewarm_one, spec): spec for spec in specs}
-        for future in concurrent.futures.as_completed(futures):
+    disk = DiskTier(plan.settings.cache_dir, plan.settings.secret)
+    kernels = []
+    for spec in plan.mine:
+        key = keys.key(spec, plan.compiler, source.render(spec))
+        kernels.append({"spec": json.loads(spec.to_json()), "key": key,
+                        "m_values": manifests.format_m_values(p.m for p in plan.served[spec]),
+                        "problems": len(plan.served[spec]),
+                        "local": disk.entry_path(key).is_file(), "remote": None})
+    remote_error = None
+    if plan.settings.remote is not None:
+        tier = remote_fill.fresh_tier(plan.settings)
+        with remote_fill.remote_log_quiet(not getattr(args, "verbose", False)):
             try:
-                record(future.result())
-            except Exception as exc:          # the worker process itself died (e.g. a crash)
-                record(_outcome(futures[future], "failed", 0.0, 0.0,
-                                error=f"worker process failed: {type(exc).__name__}: {exc}"))
-    return outcomes
-
-
-_PR_SET_PDEATHSIG = 1            # <linux/prctl.h>
-_PARENT_POLL_S = 0.5
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Pool worker initializer: end this worker when the job process `parent_pid` ends, however
-    it ends. A worker holds hundreds of MB; a SIGKILLed job must not leave it waiting forever
-    for work. On Linux the kernel sends SIGKILL when the parent goes (PR_SET_PDEATHSIG); a
-    daemon thread that sees this process re-parented covers other systems and a failed prctl.
-    (The signal follows the *thread* that started the worker: `compile_all` starts, uses and
-    joins the pool in one thread, so it outlives every worker.)"""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass                    # the watchdog below still covers it
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os._exit(1)
-    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
-                     name="dgemm-prewarm-parent-watch").start()
-
-
-def _exit_when_orphaned(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(_PARENT_POLL_S)
-    os._exit(1)
-
-
-def prewarm_one(spec: KernelSpec) -> dict:
-    """Ensure one spec is in the cache; runs in a pool worker. Never raises: a failure becomes
-    an outcome, so one bad kernel cannot take the rest of the job down."""
-    from dgemm import jit          # imported here so `--help` and manifest errors stay fast
-
-    started = time.perf_counter()
-    try:
-        outcome = jit.ensure_compiled_outcome(spec)
-    except Exception as exc:
-        message, log = f"{type(exc).__name__}: {exc}", getattr(exc, "log", "")
-        if log and log not in message:
-            message += "\n" + log
-        return _outcome(spec, "failed", time.perf_counter() - started, 0.0, error=message)
-    return _outcome(spec, _STATUS[outcome.source], time.perf_counter() - started,
-                    outcome.compile_seconds, key=outcome.key)
-
-
-# Where the walk found the kernel -> the status this report gives it.
-_STATUS = {"compiled": "compiled", "remote": "downloaded", "disk": "cached", "memory": "cached"}
-
-
-def _outcome(spec: KernelSpec, status: str, seconds: float, compile_seconds: float,
-             key: str | None = None, error: str | None = None) -> dict:
-    return {"spec": spec, "key": key, "status": status, "seconds": round(seconds, 3),
-            "compile_seconds": round(compile_seconds, 3), "error": error}
-
-
-def _count(outcomes: list[dict], status: str) -> int:
-    return sum(1 for o in outcomes if o["status"] == status)
-
-
-# ------------------------------------------------------------------------------------------
-# Report
-# ------------------------------------------------------------------------------------------
-def format_report(report: dict) -> str:
-    index, count = report["shard"]
-    lines = [
-        f"dgemm prewarm: {report['source']}, {report['arch']}, {report['num_sms']} SMs, "
-        f"shard {index}/{count}",
-        f"  problems          {report['problems']:>6}  (shapes x M values)",
-        f"  specs total       {report['specs_total']:>6}  (this shard: {report['specs_in_shard']})",
-        f"  compiled          {report['compiled']:>6}",
-        f"  already cached    {report['already_cached']:>6}  "
-        f"({report['downloaded']} downloaded from the remote tier)",
-        f"  failed            {report['failed']:>6}",
-        f"  wall time         {report['wall_seconds']:>8.1f} s with {report['jobs']} jobs",
-        f"  compile time      {report['compile_seconds']:>8.1f} s summed over kernels",
-        f"  local cache       {report['cache_dir']}",
-        f"  remote cache      {report['remote'] or 'off (DGEMM_REMOTE_CACHE unset)'}",
-    ]
-    if report["kernels"]:
-        lines.append("")
-        lines.append(f"  {'status':<10} {'compile s':>9}  {'key':<12}  spec")
-        for kernel in sorted(report["kernels"], key=lambda k: -k["compile_seconds"]):
-            lines.append(f"  {kernel['status']:<10} {kernel['compile_seconds']:>9.2f}  "
-                         f"{(kernel['key'] or '-')[:12]:<12}  {_describe(kernel)}")
-    failures = [k for k in report["kernels"] if k["error"]]
-    for kernel in failures:
-        lines.append("")
-        lines.append(f"  FAILED {_describe(kernel)}:")
-        error_lines = kernel["error"].splitlines()
-        lines.extend("    " + line for line in error_lines[:30])
-        if len(error_lines) > 30:
-            lines.append(f"    ... {len(error_lines) - 30} more lines (see --json)")
-    return "\n".join(lines)
-
-
-def _describe(kernel: dict) -> str:
-    spec = kernel["spec"]
-    ms = sorted({p["m"] for p in kernel["problems"]})
-    return (f"{spec['kernel']} {spec['gemm_type']} n={spec['n']} k={spec['k']} "
-            f"groups={spec['num_groups']} tile {spec['block_m']}x{spec['block_n']}x"
-            f"{spec['block_k']} stages={spec['num_stages']} "
-            f"multicast={spec['num_tma_multicast']} (M {', '.join(map(str, ms))})")
-
-
-def _cache_dir() -> str:
-    from dgemm.jit import env
-    return str(env.cache_dir())
-
-
-def _remote_for_display() -> str | None:
-    """The remote URL without its password, which must not end up in logs."""
-    from cache_service.client import redact
-    from dgemm.jit import env
-    url = env.get_str("DGEMM_REMOTE_CACHE")     # as set: a malformed one is in the failures
-    return None if url is None else redact(url)
-
-
-def _autotune_is_set() -> bool:
-    from dgemm.jit import env
-    return env.autotune()
-
-
-def _disable_jit_is_set() -> bool:
-    from dgemm.jit import env
-    return env.disable_jit()
+                found = remote_fill.present(tier, [k["key"] for k in kernels])
+            except RemoteUnavailable as error:
+                remote_error = remote_fill.reason(error, tier.cache)
+            else:
+                for kernel, there in zip(kernels, found):
+                    kernel["remote"] = there
+    reports.output(reports.build_dry_run(plan, kernels, remote_error), args.json, plan.prefix)
+    return EXIT_REMOTE if remote_error else EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------
@@ -309,6 +281,13 @@ def _m_range(text: str) -> list[int]:
     try:
         return manifests.parse_m_range(text)
     except manifests.ManifestError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _arch(text: str) -> str:
+    try:
+        return manifests.check_arch(text, minimum=80)
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 

@@ -30,6 +30,9 @@ from dgemm.jit.remote import RemoteTier
 from dgemm.jit.tiers import DiskTier
 
 logger = logging.getLogger("dgemm.remote")
+# One line per entry moved or passed over (`dgemm-cache -v push/pull/sync`): a logger of its
+# own, so that the sync daemon's info-level log stays one line per reconcile without -v.
+entry_log = logging.getLogger("dgemm.sync")
 
 _BATCH = 256       # keys per pipelined EXISTS round trip
 
@@ -55,6 +58,11 @@ class Match:
     archs: tuple = ()
     compiler: Optional[str] = None
 
+    def describe(self) -> str:
+        """What this node wants, for logs: 'arch sm_90a, nvrtc 13.0'."""
+        archs = "arch " + "/".join(self.archs) if self.archs else "any arch"
+        return f"{archs}, {self.compiler or 'any compiler'}"
+
     def __call__(self, meta: dict) -> bool:
         if self.archs and meta.get("arch") not in self.archs:
             return False
@@ -75,14 +83,19 @@ def push(tier: RemoteTier, disk: DiskTier, progress: Optional[Progress] = None,
         for key, found in zip(batch, present):
             if found:
                 result.present += 1
+                entry_log.info("push %s: already in the remote cache", key[:12])
+                continue
+            entry = disk.get(key)       # verified; a bad local entry is removed, not sent
+            if entry is None:
+                result.failed += 1
+                entry_log.info("push %s: FAILED: gone from the local disk, or unreadable or "
+                               "invalid there (see the warning)", key[:12])
             else:
-                entry = disk.get(key)       # verified; a bad local entry is removed, not sent
-                if entry is None:
-                    result.failed += 1
-                else:
-                    tier.put(entry)
-                    result.copied += 1
-                    result.bytes += len(entry.blob)
+                tier.put(entry)
+                result.copied += 1
+                result.bytes += len(entry.blob)
+                entry_log.info("push %s: uploaded %d bytes (%s)", key[:12], len(entry.blob),
+                               _what(entry.spec_fields, entry.compiler))
             if progress:
                 progress(key[:12])
     return result
@@ -104,7 +117,10 @@ def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Matc
     """Download one listed entry. Keys and meta come from Redis unverified: a key that is not
     a cache key (it would become a file name) fails this entry, a meta that is not an object
     counts as empty."""
-    if not match(meta if isinstance(meta, dict) else {}):
+    meta = meta if isinstance(meta, dict) else {}
+    if not match(meta):
+        entry_log.info("pull %.12s: skipped: %s, not %s", key,
+                       _what(meta.get("spec"), meta.get("compiler")), match.describe())
         return Transfer(skipped=1)
     try:
         path = disk.entry_path(key)
@@ -112,12 +128,26 @@ def pull_one(tier: RemoteTier, disk: DiskTier, key: str, meta: dict, match: Matc
         logger.warning("dgemm sync: remote key %.80r is not a cache key; skipped", key)
         return Transfer(failed=1)
     if path.exists():
+        entry_log.info("pull %s: already on the local disk", key[:12])
         return Transfer(present=1)
     entry = tier.download(key)         # verified; a refused blob is deleted remotely
     if entry is None:
-        return Transfer(failed=1)       # expired since listing, or refused
+        entry_log.info("pull %s: FAILED: expired since it was listed, or refused (see the "
+                       "warning)", key[:12])
+        return Transfer(failed=1)
     disk.put(entry)
+    entry_log.info("pull %s: downloaded %d bytes (%s)", key[:12], len(entry.blob),
+                   _what(entry.spec_fields, entry.compiler))
     return Transfer(copied=1, bytes=len(entry.blob))
+
+
+def _what(spec, compiler) -> str:
+    """'fp8_gemm normal n=4096 k=7168 sm_90a, nvrtc 13.0' from (unverified) listing fields."""
+    spec = spec if isinstance(spec, dict) else {}
+    parts = [str(spec.get(name)) for name in ("kernel", "gemm_type") if spec.get(name)]
+    parts += [f"{name}={spec.get(name)}" for name in ("n", "k") if name in spec]
+    parts.append(str(spec.get("arch") or "arch ?"))
+    return f"{' '.join(parts)}, {compiler if isinstance(compiler, str) else 'compiler ?'}"[:160]
 
 
 class SyncAgent:

@@ -182,8 +182,8 @@ def _speedup(timings: list, spec):
 
 
 def _tile(spec) -> str:
-    from dgemm.autotune.tuner import _tile as tile
-    return tile(spec)
+    from dgemm.autotune.tuner import tile_name
+    return tile_name(spec)
 
 
 def format_report(report: dict) -> str:
