@@ -285,3 +285,67 @@ def test_loaded_kernel_launches_packed_arguments_through_the_ctypes_driver(drive
         0x1234, (3, 1, 1), (128, 1, 1), 7, 1)
     assert (second.function, second.grid, second.smem_bytes, second.stream, second.cluster) == (
         0x5678, (4, 1, 1), 1024, 9, 2)
+
+
+def test_a_packed_cluster_launch_keeps_its_grid_and_stream_when_another_launch_interleaves():
+    # The loaded kernel's cluster config is shared by every thread, and the real foreign call
+    # releases the GIL: a second launch of the same kernel (another thread) may run while the
+    # driver still reads the first one's config. The stand-in runs that second launch from
+    # inside the first, before reading what the first was given.
+    template = launcher.cluster_config(256, 4096, 2)
+    seen = []
+
+    class Interleaving:
+        def cuLaunchKernelEx(self, config_address, function, params, extra):
+            if not seen:
+                seen.append(None)
+                launcher.launch_packed(function, (8, 1, 1), 256, 4096, template, 0, 22, "other")
+            c = launcher.LaunchConfig.from_address(config_address)
+            seen.append(((c.grid_x, c.grid_y, c.grid_z), c.stream, c.attrs.contents.cluster_x))
+            return 0
+
+    saved = launcher._driver
+    launcher.set_driver(Interleaving())
+    try:
+        launcher.launch_packed(0x10, (4, 1, 1), 256, 4096, template, 0, 11, "first")
+    finally:
+        launcher.set_driver(saved)
+    assert seen[1:] == [((8, 1, 1), 22, 2), ((4, 1, 1), 11, 2)]
+
+
+def test_launch_structs_and_the_cluster_attribute_id_match_the_installed_cuda_h(tmp_path):
+    # Compiled against cuda.h where a toolkit and a C compiler are present: offsets, sizes and
+    # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION as libcuda reads them (the test above pins them).
+    import ctypes
+    import glob
+    import shutil
+    import subprocess
+    headers = sorted(glob.glob("/usr/local/cuda*/include/cuda.h"))
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if not headers or compiler is None:
+        pytest.skip("needs cuda.h and a C compiler")
+    probe = tmp_path / "probe.c"
+    probe.write_text(
+        "#include <cuda.h>\n#include <stdio.h>\n#include <stddef.h>\nint main(void) {\n"
+        "  printf(\"%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu %d %zu\\n\",\n"
+        "    sizeof(CUlaunchAttribute), offsetof(CUlaunchAttribute, value),\n"
+        "    offsetof(CUlaunchAttribute, value.clusterDim.y),\n"
+        "    offsetof(CUlaunchAttribute, value.clusterDim.z),\n"
+        "    sizeof(CUlaunchConfig), offsetof(CUlaunchConfig, blockDimX),\n"
+        "    offsetof(CUlaunchConfig, sharedMemBytes), offsetof(CUlaunchConfig, hStream),\n"
+        "    offsetof(CUlaunchConfig, attrs), offsetof(CUlaunchConfig, numAttrs),\n"
+        "    sizeof(CUtensorMap), (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,\n"
+        "    offsetof(CUlaunchAttribute, id));\n  return 0;\n}\n")
+    binary = tmp_path / "probe"
+    include = headers[-1].rsplit("/", 1)[0]
+    subprocess.run([compiler, f"-I{include}", str(probe), "-o", str(binary)], check=True,
+                   timeout=60)
+    out = subprocess.run([str(binary)], check=True, capture_output=True, text=True,
+                         timeout=60).stdout.split()
+    got = [int(x) for x in out]
+    A, C = launcher.LaunchAttribute, launcher.LaunchConfig
+    assert got == [ctypes.sizeof(A), A.cluster_x.offset, A.cluster_y.offset, A.cluster_z.offset,
+                   ctypes.sizeof(C), C.block_x.offset, C.shared_mem_bytes.offset,
+                   C.stream.offset, C.attrs.offset, C.num_attrs.offset,
+                   ctypes.sizeof(launcher.TmaDescriptor), launcher._CLUSTER_DIMENSION,
+                   A.id.offset]

@@ -158,7 +158,8 @@ def launch_packed(function: int, grid: Tuple[int, int, int], num_threads: int, s
                   config: Optional[LaunchConfig], params_address: int, stream: int,
                   what: str) -> None:
     """One launch of already packed parameters (`ArgLayout.pack(...).address`). `config`: the
-    kernel's cluster launch config (its grid and stream are set here), or None."""
+    kernel's cluster launch config (a template: this call launches a copy with its own grid
+    and stream), or None."""
     lib = _driver or driver()
     if config is None:
         err = lib.cuLaunchKernel(function, grid[0], grid[1], grid[2], num_threads, 1, 1,
@@ -166,15 +167,21 @@ def launch_packed(function: int, grid: Tuple[int, int, int], num_threads: int, s
         if err:
             _fail("cuLaunchKernel", err, f"{what} with grid {tuple(grid)}")
         return
-    config.grid_x, config.grid_y, config.grid_z = grid
-    config.stream = stream
-    err = lib.cuLaunchKernelEx(ctypes.addressof(config), function, params_address, None)
+    # A copy per call: the template belongs to the loaded kernel, which every thread shares,
+    # and the foreign call releases the GIL, so another thread's grid or stream written into
+    # a shared config could be what the driver reads for this launch. (The copy's attribute
+    # pointer is the template's, kept alive by the kernel.)
+    call = LaunchConfig.from_buffer_copy(config)
+    call.grid_x, call.grid_y, call.grid_z = grid
+    call.stream = stream
+    err = lib.cuLaunchKernelEx(ctypes.addressof(call), function, params_address, None)
     if err:
         _fail("cuLaunchKernelEx", err, f"{what} with grid {tuple(grid)}")
 
 
 def cluster_config(num_threads: int, smem_bytes: int, cluster_dim: int) -> LaunchConfig:
-    """A `LaunchConfig` with a cluster attribute of `cluster_dim` CTAs (kept alive by it)."""
+    """A `LaunchConfig` with a cluster attribute of `cluster_dim` CTAs (kept alive by it): the
+    template `launch_packed` copies per call."""
     attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim, cluster_y=1,
                             cluster_z=1)
     config = LaunchConfig(0, 0, 0, num_threads, 1, 1, smem_bytes, None,

@@ -3,7 +3,7 @@
 `load_cubin` loads a cubin into a device's primary context once and sets its shared-memory
 attribute; `LoadedKernel.launch(grid, args)` launches `ArgLayout`-packed arguments through
 `dgemm.jit.launcher` (one ctypes call into libcuda: cuLaunchKernel, or cuLaunchKernelEx with
-the kernel's prebuilt cluster config); the GEMMs' hot path skips the packing too, with launch
+a per-call copy of the kernel's prebuilt cluster config); the GEMMs' hot path skips the packing too, with launch
 plans (`dgemm.kernels.plans`). This module never looks for cubins: the layer above
 (`dgemm.kernels.loader`) walks the cache and hands them in. Every CUresult is checked; a
 failure raises RuntimeError naming the call.
