@@ -34,7 +34,7 @@ import torch
 import dgemm
 from dgemm.utils import calc_diff
 
-from . import autotuning
+from . import autotuning, report
 from . import suite as suites
 from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
@@ -247,16 +247,8 @@ def print_table(rows, title: str, picks_given: bool = False):
               f"{_fmt(r['ratio'], '7.2f')} {_fmt(r['deepgemm_ratio'], '6.3f')} "
               f"[{_fmt(r['deepgemm_ratio_min'])}..{_fmt(r['deepgemm_ratio_max'])}] | "
               f"{r['dgemm_us']:>9.1f} | {r['diff']:.1e} | {r['config']:<16} {r['part']}")
-        if "picks" in r["extra"]:
-            p = r["extra"]["picks"]
-            print(f"{'':>20}   --picks {p['config']}: x DeepGEMM "
-                  f"{_fmt(p.get('vs_deepgemm', float('nan')), '.3f')}, heuristic / picks "
-                  f"{1 / p['vs_dgemm']:.3f}")
-        others = sorted(((n, e) for n, e in r["extra"].items() if n != "picks"),
-                        key=lambda kv: kv[1]["us"])[:6]
-        if others:
-            print("      others (x dgemm's pick): " + ", ".join(
-                f"{n}={e['vs_dgemm']:.3f}" for n, e in others))
+        for line in report.alternatives_lines(r, 6):
+            print(line)
     if any("call_us" in key for key in rows[0]):
         print("per-call us (dgemm / cuBLAS-blk): " + ", ".join(
             f"{r['dgemm_call_us']:.1f}/{_fmt(r['cublas_call_us'], '.1f')}" for r in rows))

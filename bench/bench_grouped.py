@@ -29,7 +29,7 @@ import torch
 import dgemm
 from dgemm import heuristics
 
-from . import autotuning
+from . import autotuning, report
 from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
                         warm_deep_gemm)
@@ -254,16 +254,8 @@ def print_table(rows, title: str, picks_given: bool) -> dict:
               f"{_fmt(r['deepgemm_tflops'], '8.0f')} | {_fmt(r['deepgemm_ratio'], '7.3f')} "
               f"[{_fmt(r['deepgemm_ratio_min'], '.2f')}] | {r['diff']:.1e} | "
               f"{r['config']:<15} {r['part']}")
-        if "picks" in r["extra"]:
-            p = r["extra"]["picks"]
-            print(f"{'':>20}   --picks {p['config']}: x DeepGEMM "
-                  f"{_fmt(p.get('vs_deepgemm', float('nan')))}, heuristic / picks "
-                  f"{1 / p['vs_dgemm']:.3f}")
-        others = sorted(((n, e) for n, e in r["extra"].items() if n != "picks"),
-                        key=lambda kv: kv[1]["us"])[:5]
-        if others:
-            print("      others (x dgemm's pick): " + ", ".join(
-                f"{n}={e['vs_dgemm']:.3f}" for n, e in others))
+        for line in report.alternatives_lines(r, 5):
+            print(line)
         if "dense_tflops" in r:
             print(f"      dense kernel on the same work: {r['dense_tflops']:.0f} TFLOPS")
     summary = {}
