@@ -38,7 +38,7 @@ from . import autotuning, report
 from . import suite as suites
 from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
-from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
 
 
@@ -310,21 +310,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-multicast", default="1",
                         help="comma-separated cluster sizes for --sweep (1 and/or 2)")
     parser.add_argument("--only", default="", help="comma-separated row indices to run")
-    parser.add_argument("--skip-configs", default="",
-                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
-                             "the heuristic's pick")
-    parser.add_argument("--precompile-only", action="store_true",
-                        help="compile every kernel the run would time, then stop")
-    parser.add_argument("--json", type=pathlib.Path,
-                        help="write the rows here (rewritten after every shape)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows (and faulted shapes) already in --json and time "
-                             "only the others; after a CUDA fault the run records the shape, "
-                             "exits with 3 and can be resumed this way")
-    parser.add_argument("--autotune", action="store_true",
-                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each shape's class first "
-                             "(or reuse its published decision), time the heuristic's pick "
-                             "beside it")
+    add_run_arguments(parser, "shape")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_gemm: needs a CUDA GPU", file=sys.stderr)

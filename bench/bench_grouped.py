@@ -35,7 +35,7 @@ from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module
                         warm_deep_gemm)
 from .bench_gemm import diverse, spec_from_config
 from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense, random_masked
-from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, kernel_time_us, median, paired_ratios)
 
 KIND = {"contiguous": "m_grouped_fp8_gemm_nt_contiguous",
@@ -301,21 +301,7 @@ def main(argv=None) -> int:
                         help="also time these tiles on every shape, e.g. 128x128,128x256")
     parser.add_argument("--dense-same-work", action="store_true",
                         help="also time the dense kernel on each shape's valid rows")
-    parser.add_argument("--skip-configs", default="",
-                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
-                             "the heuristic's pick")
-    parser.add_argument("--precompile-only", action="store_true",
-                        help="compile every kernel the run would time, then stop")
-    parser.add_argument("--json", type=pathlib.Path,
-                        help="write the rows here (rewritten after every shape)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows (and faulted shapes) already in --json and time "
-                             "only the others; after a CUDA fault the run records the shape, "
-                             "exits with 3 and can be resumed this way")
-    parser.add_argument("--autotune", action="store_true",
-                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each case's class first "
-                             "(or reuse its published decision), time the heuristic's pick "
-                             "beside it")
+    add_run_arguments(parser, "case")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)
