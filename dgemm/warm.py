@@ -22,6 +22,7 @@ from typing import Iterable, Optional, Union
 import torch
 
 from . import gemm, heuristics
+from .jit import env
 from .jobs import manifest as manifests
 from .kernels.spec import KernelSpec
 
@@ -73,7 +74,10 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
                            "warmup before the capture starts (it compiles and loads kernels)")
     problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
                             contiguous_spread=contiguous_spread)
-    served = manifests.specs_for(problem_list, **gemm.selection_for(index))
+    selection = gemm.selection_for(index)
+    served = manifests.specs_for(problem_list, **selection)
+    if env.autotune():
+        _add_decided_specs(served, problem_list, index, selection)
     if jobs > 1 and served:
         _compile_in_parallel(list(served), jobs)
     for spec, calls in served.items():
@@ -83,12 +87,25 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
                         time.perf_counter() - started)
 
 
+def _add_decided_specs(served: dict, problem_list: list, index: int, selection: dict) -> None:
+    """With DGEMM_AUTOTUNE on, a call runs its shape class's decision, which may name another
+    kernel than the heuristic's: resolve every class now (found in a tier, or timed once in the
+    cluster), outside any capture, so the kernels the captured calls will pick are loaded too."""
+    for problem in problem_list:
+        spec = gemm.choose_spec(problem.kind, problem.m, problem.n, problem.k,
+                                problem.num_groups, selection["num_sms"], selection["arch"],
+                                index)
+        served.setdefault(spec, []).append(problem)
+
+
 def plan(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
          k: Optional[int] = None, num_groups: int = 1, *, num_sms: int, arch: str,
          family: Optional[str] = None, manifest=None,
          contiguous_spread: float = 0.0) -> dict[KernelSpec, list]:
     """The specs `warmup` would load for a GPU of `arch` with `num_sms` SMs, each with the calls
-    (`manifest.Problem`) it serves; no GPU needed."""
+    (`manifest.Problem`) it serves; no GPU needed. With DGEMM_AUTOTUNE on, `warmup` also loads
+    the kernels of its shape classes' decisions, which this plan (no GPU to time on) leaves
+    out."""
     problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
                             contiguous_spread=contiguous_spread)
     return manifests.specs_for(problem_list, num_sms, arch, family)

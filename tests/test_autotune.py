@@ -347,6 +347,23 @@ def test_prewarm_with_autotuning_adds_the_kernels_of_published_decisions(autotun
     assert decided not in manifests.specs_for(problems, 132, "sm_90a")
 
 
+def test_warmup_with_autotuning_loads_the_kernel_a_decision_names(autotune_on, monkeypatch):
+    """A graph captured after dgemm.warmup must find the decision's kernel loaded, not only the
+    heuristic's (else the captured call raises KernelNotWarmError)."""
+    from dgemm import warm
+    decided, heuristic = choose(CountingTimer())
+    assert decided != heuristic
+    loaded = []
+    monkeypatch.setattr(warm, "_device_index", lambda device: 0)
+    monkeypatch.setattr(warm.torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(gemm, "selection_for",
+                        lambda index: {"num_sms": 132, "arch": "sm_90a", "family": None})
+    monkeypatch.setattr(gemm, "load_kernel", lambda spec, index, problem: loaded.append(spec))
+    kind, m, n, k, groups = CALL
+    report = warm.warmup(kind, m=[m], n=n, k=k)
+    assert decided in loaded and heuristic in loaded and set(report.specs) == {decided, heuristic}
+
+
 def test_prewarm_finds_no_decision_where_none_was_published(autotune_on):
     assert manifests.decided_specs_for([manifests.Problem(*CALL)], 132, "sm_90a") == {}
     assert dgemm.jit.stats()["autotune_timings"] == 0

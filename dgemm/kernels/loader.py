@@ -48,6 +48,12 @@ def get_kernel(spec: KernelSpec, device_index: Optional[int] = None,
         return kernel
 
 
+def loaded(spec: KernelSpec, device_index: int, fingerprint: tuple):
+    """The kernel already loaded for this key, or None: never loads (what a call being
+    captured into a CUDA graph may use)."""
+    return _kernels.get((spec, device_index, fingerprint))
+
+
 def current_stream(device_index: int) -> int:
     """torch's current stream on a device, as the raw handle the driver takes (the private
     binding is ~10x cheaper than `torch.cuda.current_stream().cuda_stream`)."""
