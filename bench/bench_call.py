@@ -29,19 +29,30 @@ PAIRS = ((2112, 7168), (24576, 1536), (7168, 2048), (4096, 7168))
 M = 64
 
 
-def host_us(fn, calls: int, repeats: int, sync) -> float:
-    """Median over `repeats` of (wall time of `calls` back-to-back calls) / calls, in us."""
+ISSUE_CALLS = 200     # well under the driver's launch queue, so issuing never waits on the GPU
+
+
+def host_us(fn, calls: int, repeats: int, sync) -> tuple:
+    """(wall, issue) in us per call, medians over `repeats`: wall = time of `calls`
+    back-to-back calls up to the GPU finishing them / calls (the kernel time where it is
+    longer than the host path); issue = time to issue ISSUE_CALLS calls from an idle GPU, not
+    waiting for them / ISSUE_CALLS: the host path alone, whatever the kernel takes."""
     for _ in range(max(10, calls // 10)):
         fn()
     sync()
-    runs = []
+    walls, issues = [], []
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
         sync()
-        runs.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(runs)
+        walls.append((time.perf_counter() - start) / calls * 1e6)
+        start = time.perf_counter()
+        for _ in range(ISSUE_CALLS):
+            fn()
+        issues.append((time.perf_counter() - start) / ISSUE_CALLS * 1e6)
+        sync()
+    return statistics.median(walls), statistics.median(issues)
 
 
 def _inputs(n: int, k: int, device: str, groups: int = 1, rows: int = M, batched=False):
@@ -61,28 +72,32 @@ def _inputs(n: int, k: int, device: str, groups: int = 1, rows: int = M, batched
 def measure(n: int, k: int, calls: int, repeats: int, device: str, sync) -> dict:
     a, a_rows, b, d = _inputs(n, k, device)
     row = {"m": M, "n": n, "k": k}
-    time_it = lambda fn: host_us(fn, calls, repeats, sync)     # noqa: E731
-    row["pre"] = time_it(lambda: dgemm.fp8_gemm_nt(a, b, d))
-    row["row"] = time_it(lambda: dgemm.fp8_gemm_nt(a_rows, b, d))
-    row["d_none"] = time_it(lambda: dgemm.fp8_gemm_nt(a, b))
+    issue = {}
+
+    def time_it(key, fn):
+        row[key], issue[key] = host_us(fn, calls, repeats, sync)
+
+    time_it("pre", lambda: dgemm.fp8_gemm_nt(a, b, d))
+    time_it("row", lambda: dgemm.fp8_gemm_nt(a_rows, b, d))
+    time_it("d_none", lambda: dgemm.fp8_gemm_nt(a, b))
 
     ca, _, cb, cd = _inputs(n, k, device, groups=2, rows=256)
     layout = torch.cat([torch.zeros(128, dtype=torch.int32, device=device),
                         torch.ones(128, dtype=torch.int32, device=device)])
-    row["contiguous"] = time_it(
-        lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(ca, cb, cd, layout))
+    time_it("contiguous", lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(ca, cb, cd, layout))
     ma, _, mb, md = _inputs(n, k, device, groups=4, rows=M, batched=True)
     masked_m = torch.full((4,), M, dtype=torch.int32, device=device)
-    row["masked"] = time_it(lambda: dgemm.m_grouped_fp8_gemm_nt_masked(ma, mb, md, masked_m, M))
+    time_it("masked", lambda: dgemm.m_grouped_fp8_gemm_nt_masked(ma, mb, md, masked_m, M))
 
     if device == "cuda":
         from .baselines import cublas_blockwise, deep_gemm_module
-        row["cublas"] = time_it(cublas_blockwise(a_rows, b, M))
+        time_it("cublas", cublas_blockwise(a_rows, b, M))
         deep_gemm = deep_gemm_module()
         if deep_gemm is not None:
             d_deep = torch.empty_like(d)
-            row["deepgemm_pre"] = time_it(lambda: deep_gemm.fp8_gemm_nt(a, b, d_deep))
-            row["deepgemm_row"] = time_it(lambda: deep_gemm.fp8_gemm_nt(a_rows, b, d_deep))
+            time_it("deepgemm_pre", lambda: deep_gemm.fp8_gemm_nt(a, b, d_deep))
+            time_it("deepgemm_row", lambda: deep_gemm.fp8_gemm_nt(a_rows, b, d_deep))
+    row["issue"] = issue
     return row
 
 
@@ -110,12 +125,15 @@ def main() -> int:
         rows = [measure(n, k, args.calls, args.repeats, "cuda", torch.cuda.synchronize)
                 for n, k in PAIRS]
         where = gpu_name()
-    print(f"per-call us at M={M} on {where} (dgemm from {dgemm.__file__})")
-    shown = [(key, title) for key, title in COLUMNS if any(key in row for row in rows)]
-    print(f"{'N':>6} {'K':>6} | " + " ".join(f"{title:>10}" for _, title in shown))
-    for row in rows:
-        print(f"{row['n']:>6} {row['k']:>6} | " + " ".join(
-            f"{row[key]:>10.1f}" if key in row else f"{'-':>10}" for key, _ in shown))
+    for what, values in (("wall", lambda row: row), ("issue (host path alone)",
+                                                     lambda row: row["issue"])):
+        print(f"per-call us at M={M}, {what}, on {where} (dgemm from {dgemm.__file__})")
+        shown = [(key, title) for key, title in COLUMNS if any(key in row for row in rows)]
+        print(f"{'N':>6} {'K':>6} | " + " ".join(f"{title:>10}" for _, title in shown))
+        for row in rows:
+            got = values(row)
+            print(f"{row['n']:>6} {row['k']:>6} | " + " ".join(
+                f"{got[key]:>10.1f}" if key in got else f"{'-':>10}" for key, _ in shown))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"where": where, "dgemm": dgemm.__file__, "rows": rows}, handle, indent=1)

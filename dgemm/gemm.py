@@ -32,7 +32,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import heuristics, kernels, ops, utils
-from .jit import env, state
+from .jit import env, launcher, state
 from .jit.errors import KernelNotWarmError
 from .kernels import loader, plans, portable_fp8
 
@@ -186,16 +186,23 @@ def selection_for(device_index: int) -> dict:
 
 def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.device,
             a, sa, b, sb, d, layout):
-    """Select, load and launch; returns the launch plan used (None if the call had none)."""
+    """Select, load and launch; returns the launch plan used (None if the call had none) and
+    whether A's scales had to be copied into the kernel's layout (`_scales_for_kernel`)."""
     index = device.index
     spec = choose_spec(kind, m, n, k, num_groups, utils.get_num_sms_for(index),
                        _device_arch(index), index)
     fingerprint = env.build_fingerprint()
-    kernel = loader.loaded(spec, index, fingerprint)
-    if kernel is None:
-        kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
-    return plans.launch(kernels.family(spec.kernel), spec, kernel, a, sa, b, sb, d, layout,
-                        loader.current_stream(index))
+    family = kernels.family(spec.kernel)
+    copies = not getattr(family, "READS_STRIDED_SCALES_A", False)
+    if copies:
+        sa = _scales_for_kernel(sa)
+    with launcher.on_device(index):
+        kernel = loader.loaded(spec, index, fingerprint)
+        if kernel is None:
+            kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
+        plan = plans.launch(family, spec, kernel, a, sa, b, sb, d, layout,
+                            loader.current_stream(index))
+    return plan, copies
 
 
 def choose_spec(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: int, arch: str,
@@ -248,9 +255,7 @@ _MAX_FAST_CALLS = 4096
 _get_ident = threading.get_ident
 _num_sms_setting = utils._num_sms                 # set_num_sms
 _forced_tile_setting = heuristics._forced         # heuristics.forced_tile
-_launch_value = env.launch_value
-_fingerprint = env.build_fingerprint
-_empty = torch.empty
+_launch_settings = env.launch_settings
 _empty_strided = torch.empty_strided
 _BF16 = torch.bfloat16
 _F32 = torch.float32
@@ -260,7 +265,10 @@ def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
     """The signature of a call that could be direct (`_direct`): `t1`, `t2` are its other
     tensors (d, the layout; None where absent), `extra` its host-side ints. None when the
     containers are not pairs, an argument has no tensor attributes, or tracing or a mode is
-    active. Flat and inlined: this is most of a cached call's host time."""
+    active. Flat and inlined: this is most of a cached call's host time. Devices enter as
+    (is_cuda, index), not `.device`, which builds a torch.device per read (~3x the cost);
+    a CPU and a meta tensor share (False, -1), and `_FastCall.run` refuses the null pointer
+    a meta tensor has."""
     if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or len(a) != 2 or len(b) != 2
             or _is_compiling() or _dispatch_modes() or _function_mode() or _functorch()):
         return None
@@ -269,17 +277,16 @@ def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
     try:
         hash(extra)                 # expected_m: an unhashable value is the full path's to refuse
         return (kind, extra,
-                type(a0), a0.shape, a0.stride(), a0.dtype, a0.device,
-                type(a1), a1.shape, a1.stride(), a1.dtype, a1.device,
-                type(b0), b0.shape, b0.stride(), b0.dtype, b0.device,
-                type(b1), b1.shape, b1.stride(), b1.dtype, b1.device,
+                type(a0), a0.shape, a0.stride(), a0.dtype, a0.is_cuda, a0.get_device(),
+                type(a1), a1.shape, a1.stride(), a1.dtype, a1.is_cuda, a1.get_device(),
+                type(b0), b0.shape, b0.stride(), b0.dtype, b0.is_cuda, b0.get_device(),
+                type(b1), b1.shape, b1.stride(), b1.dtype, b1.is_cuda, b1.get_device(),
                 None if t1 is None else (type(t1), t1.shape, t1.stride(), t1.dtype,
-                                         t1.device),
+                                         t1.is_cuda, t1.get_device()),
                 None if t2 is None else (type(t2), t2.shape, t2.stride(), t2.dtype,
-                                         t2.device),
-                _num_sms_setting.get(), _forced_tile_setting.get(),
-                _launch_value("DGEMM_FORCE_PORTABLE"), _launch_value("DGEMM_AUTOTUNE"),
-                _fingerprint(), _get_ident())
+                                         t2.is_cuda, t2.get_device()),
+                _num_sms_setting.get(), _forced_tile_setting.get(), _launch_settings(),
+                _get_ident())
     except (AttributeError, TypeError):
         return None
 
@@ -288,8 +295,9 @@ _PAIR_TYPES = (tuple, list)
 
 
 class _FastCall:
-    """What a validated signature launches: the plan, the device, d's shape (d=None) and the
-    MN-major layout row-major A scales are copied to (None: they arrive in it)."""
+    """What a validated signature launches: the plan, the device, d's shape (d=None) and, for
+    a family that needs it, the MN-major layout A's scales are copied to (None: the kernel
+    reads them as they come, or they already have it)."""
     __slots__ = ("plan", "device", "index", "d_shape", "sa_layout")
 
     def __init__(self, plan, device, d_shape, a_scales):
@@ -298,35 +306,45 @@ class _FastCall:
         self.index = device.index
         self.d_shape = d_shape
         self.sa_layout = None
-        if not utils.is_mn_major_tma_aligned(a_scales):
+        if a_scales is not None and not utils.is_mn_major_tma_aligned(a_scales):
             self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
 
     def run(self, a, sa, b, sb, d, layout) -> bool:
-        """Launch; False (nothing launched) when a pointer is not 16-byte aligned."""
+        """Launch; False (nothing launched) when a pointer the kernel loads through TMA is
+        not 16-byte aligned (A's scales are read with 4-byte copies) or torch's current
+        device is not the tensors' (the thread's context is then another device's: the
+        full path launches under `launcher.on_device`)."""
+        if self.index is not None and _current_device() != self.index:
+            return False
         layout_ptr = 0 if layout is None else layout.data_ptr()
         if self.sa_layout is not None:
             shape, strides = self.sa_layout
             sa = _empty_strided(shape, strides, dtype=_F32, device=self.device).copy_(sa)
-        pointers = (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(), d.data_ptr(),
-                    layout_ptr)
-        if (pointers[0] | pointers[1] | pointers[2] | pointers[3] | pointers[4]
-                | layout_ptr) % _PTR_ALIGNMENT:
+        pa, psa, pb, psb, pd = (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(),
+                                d.data_ptr())
+        # A null pointer: a meta tensor (its signature is a CPU tensor's) or a freed one.
+        if (pa | pb | psb | pd | layout_ptr) % _PTR_ALIGNMENT or not (
+                pa and psa and pb and psb and pd):
             return False
-        self.plan.run(pointers, _current_stream(self.index))
+        self.plan.run((pa, psa, pb, psb, pd, layout_ptr), _current_stream(self.index))
         return True
 
 
 _current_stream = loader.current_stream
+_current_device = getattr(torch._C, "_cuda_getDevice", lambda: None)   # absent on CPU builds
 
 
-def _remember(signature, plan, device, d_shape, a_scales) -> None:
+def _remember(signature, launched, device, d_shape, a_scales) -> None:
+    """Memoise a validated call: `launched` is `_launch`'s (plan, whether A's scales were
+    copied)."""
+    plan, copies = launched if launched is not None else (None, False)
     # With autotuning on, a call's kernel may change once its class is decided: every call
     # then takes the full path (its plan is still cached per kernel).
     if signature is None or plan is None or env.autotune_on_launch():
         return
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()
-    _fast_calls[signature] = _FastCall(plan, device, d_shape, a_scales)
+    _fast_calls[signature] = _FastCall(plan, device, d_shape, a_scales if copies else None)
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
@@ -353,7 +371,8 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
     fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None:
-        out = _empty(fast.d_shape, dtype=_BF16, device=fast.device) if d is None else d
+        # new_empty: a's device without passing a torch.device (cheaper than torch.empty).
+        out = a[0].new_empty(fast.d_shape, dtype=_BF16) if d is None else d
         if fast.run(a[0], a[1], b[0], b[1], out, None):
             return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
@@ -367,14 +386,15 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     if d is None:
         d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     if m:
-        plan = _launch("fp8_gemm_nt", m, n, k, 1, device, a_data, _scales_for_kernel(a_scales),
+        plan = _launch("fp8_gemm_nt", m, n, k, 1, device, a_data, a_scales,
                        b_data, b_scales, d, None)
         _remember(signature, plan, device, (m, n), a_scales)
     return d
 
 
 def _scales_for_kernel(a_scales: torch.Tensor) -> torch.Tensor:
-    """A's scales in the kernels' layout (a copy unless they are), at an aligned address."""
+    """A's scales in the MN-major, TMA-aligned layout a family without
+    `READS_STRIDED_SCALES_A` (the portable kernel) takes: a copy unless they are."""
     a_scales = utils.get_mn_major_tma_aligned_tensor(a_scales)
     if a_scales.data_ptr() % _PTR_ALIGNMENT:
         raise ValueError(f"a[1] (scales) must start at a {_PTR_ALIGNMENT}-byte aligned address; "
@@ -423,7 +443,7 @@ def _run_dense(a_data, a_scales, b_data, b_scales, d, device) -> None:
     if m == 0:
         return
     _launch("fp8_gemm_nt", m, b_data.shape[0], k, 1, device, a_data,
-            _scales_for_kernel(a_scales), b_data, b_scales, d, None)
+            a_scales, b_data, b_scales, d, None)
 
 
 def fp8_gemm_nt_op(a, sa, b, sb, d) -> None:
@@ -530,7 +550,7 @@ def _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices,
     if m == 0:
         return None
     return _launch("m_grouped_fp8_gemm_nt_contiguous", m, b_data.shape[1], k, num_groups,
-                   d.device, a_data, _scales_for_kernel(a_scales), b_data, b_scales, d,
+                   d.device, a_data, a_scales, b_data, b_scales, d,
                    m_indices)
 
 
@@ -618,7 +638,7 @@ def _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m: int
     if a_data.shape[1] == 0:
         return None
     return _launch("m_grouped_fp8_gemm_nt_masked", expected_m, b_data.shape[1],
-                   a_data.shape[2], num_groups, d.device, a_data, _scales_for_kernel(a_scales),
+                   a_data.shape[2], num_groups, d.device, a_data, a_scales,
                    b_data, b_scales, d, masked_m)
 
 

@@ -23,9 +23,11 @@ def driver():
 
 
 def dense_params(launch):
-    d_ptr, sb_ptr, layout, shape_m, tma_a, tma_a_tail, tma_b, tma_sa, tma_d = launch.params
-    return dict(d=d_ptr, sb=sb_ptr, layout=layout, m=shape_m, tma_a=tma_a,
-                tma_a_tail=tma_a_tail, tma_b=tma_b, tma_sa=tma_sa, tma_d=tma_d)
+    (d_ptr, sb_ptr, layout, sa_ptr, shape_m, sa_row, sa_k, sa_group, tma_a, tma_a_tail, tma_b,
+     tma_d) = launch.params
+    return dict(d=d_ptr, sb=sb_ptr, layout=layout, sa=sa_ptr, m=shape_m,
+                sa_strides=(sa_row, sa_k, sa_group), tma_a=tma_a, tma_a_tail=tma_a_tail,
+                tma_b=tma_b, tma_d=tma_d)
 
 
 def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
@@ -38,8 +40,8 @@ def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
     tail = hopper_fp8.a_tail_rows(spec, m)
     assert p["tma_a_tail"]["box"][1] == (p["tma_a"]["box"][1] if tail == spec.block_m else tail)
     assert p["tma_b"]["address"] == b[0].data_ptr() and p["tma_b"]["dims"] == (k, n)
-    assert p["tma_sa"]["address"] == (sa_ptr or a[1].data_ptr())
-    assert p["tma_sa"]["dims"] == (m, k // 128)
+    assert p["sa"] == (sa_ptr or a[1].data_ptr())
+    assert p["sa_strides"][:2] == a[1].stride() and p["sa_strides"][2] == 0
     assert launch.grid == (hopper_fp8.grid_size(spec, m), 1, 1)
     if hopper_fp8.uses_tma_store(spec):
         assert p["tma_d"]["address"] == d.data_ptr() and p["tma_d"]["dims"] == (n, m)
@@ -83,14 +85,49 @@ def test_d_none_allocates_and_launches_into_the_new_tensor(driver):
         assert dense_params(launch)["d"] == out.data_ptr()
 
 
-def test_row_major_scales_are_copied_to_the_kernel_layout_on_every_call(driver):
+def test_row_major_scales_are_read_in_place_on_every_call(driver):
+    """The Hopper kernel reads A's scales through their strides: the row-major ones
+    `per_token_cast_to_fp8` returns reach it uncopied, first call and memoised calls alike."""
     a, b, d = fp8_inputs(M, N, K, row_major_scales=True)
+    assert a[1].stride() == (K // 128, 1)
     for _ in range(3):
         dgemm.fp8_gemm_nt(a, b, d)
         p = dense_params(driver.launches[-1])
-        assert p["tma_sa"]["address"] != a[1].data_ptr()     # a copy, never the row-major input
-        assert p["tma_sa"]["dims"] == (M, K // 128)
-        assert p["tma_sa"]["strides"] == (gemm.utils.get_tma_aligned_size(M, 4) * 4,)
+        assert p["sa"] == a[1].data_ptr()
+        assert p["sa_strides"] == (K // 128, 1, 0)
+
+
+def test_scales_of_any_strides_and_any_4_byte_offset_reach_the_kernel_as_they_are(driver):
+    a, b, d = fp8_inputs(M, N, K)
+    storage = torch.ones(3 * M * (K // 128) + 1)
+    for sa in (storage[1:].as_strided((M, K // 128), (1, M)),            # MN-major, 4 B off
+               storage.as_strided((M, K // 128), (3 * (K // 128), 1))):    # every third row
+        dgemm.fp8_gemm_nt((a[0], sa), b, d)
+        p = dense_params(driver.launches[-1])
+        assert p["sa"] == sa.data_ptr() and p["sa_strides"] == sa.stride() + (0,)
+
+
+def test_masked_scales_pass_their_group_stride(driver):
+    groups, max_m = 3, 32
+    a0 = torch.zeros((groups, max_m, K), dtype=torch.float8_e4m3fn)
+    sa = torch.ones((groups, max_m, K // 128))
+    b = (torch.zeros((groups, N, K), dtype=torch.float8_e4m3fn),
+         torch.ones((groups, N // 128, K // 128)))
+    d = torch.empty((groups, max_m, N), dtype=torch.bfloat16)
+    masked_m = torch.full((groups,), max_m, dtype=torch.int32)
+    dgemm.m_grouped_fp8_gemm_nt_masked((a0, sa), b, d, masked_m, max_m)
+    p = dense_params(driver.launches[-1])
+    assert p["sa"] == sa.data_ptr() and p["m"] == max_m
+    assert p["sa_strides"] == (K // 128, 1, max_m * (K // 128))
+
+
+def test_the_portable_kernel_still_gets_the_mn_major_copy(driver, monkeypatch):
+    monkeypatch.setenv("DGEMM_FORCE_PORTABLE", "1")
+    a, b, d = fp8_inputs(M, N, K, row_major_scales=True)
+    for _ in range(2):
+        dgemm.fp8_gemm_nt(a, b, d)
+        sa_ptr = driver.launches[-1].params[1]          # portable: (a, scales_a, ...)
+        assert sa_ptr != a[1].data_ptr()
 
 
 def test_a_changed_dtype_after_the_first_call_is_validated_again(driver):
@@ -125,15 +162,6 @@ def test_an_unaligned_pointer_after_the_first_call_raises_the_alignment_error(dr
     with pytest.raises(ValueError, match=r"d must start at a 16-byte aligned address"):
         dgemm.fp8_gemm_nt(a, b, out)
     assert len(driver.launches) == launches       # nothing launched with a bad pointer
-
-
-def test_unaligned_pre_transformed_scales_raise_a_clear_error(driver):
-    a, b, d = fp8_inputs(M, N, K)
-    am = gemm.utils.get_tma_aligned_size(M, 4)
-    storage = torch.ones(am * (K // 128) + 1)
-    sa = storage[1:].as_strided((M, K // 128), (1, am))     # the layout, 4 bytes off
-    with pytest.raises(ValueError, match=r"a\[1\] \(scales\) must start at a 16-byte aligned"):
-        dgemm.fp8_gemm_nt((a[0], sa), b, d)
 
 
 def test_a_changed_device_after_the_first_call_is_validated_again(driver):
@@ -208,9 +236,9 @@ def test_contiguous_layout_pointer_follows_the_call(driver):
         d = torch.empty((256, N), dtype=torch.bfloat16)
         layout = torch.zeros(256, dtype=torch.int32)
         dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
-        d_ptr, sb_ptr, layout_ptr, shape_m = driver.launches[-1].params[:4]
-        assert (d_ptr, sb_ptr, layout_ptr, shape_m) == (d.data_ptr(), b[1].data_ptr(),
-                                                        layout.data_ptr(), 256)
+        d_ptr, sb_ptr, layout_ptr, sa_ptr, shape_m = driver.launches[-1].params[:5]
+        assert (d_ptr, sb_ptr, layout_ptr, sa_ptr, shape_m) == (
+            d.data_ptr(), b[1].data_ptr(), layout.data_ptr(), a[1].data_ptr(), 256)
 
 
 def test_masked_expected_m_is_part_of_the_signature(driver):
@@ -221,8 +249,8 @@ def test_masked_expected_m_is_part_of_the_signature(driver):
     masked_m = torch.full((g,), M, dtype=torch.int32)
     dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 64)
     assert driver.launches[-1].params[2] == masked_m.data_ptr()
-    sa = driver.launches[-1].params[7]
-    assert sa["dims"] == (M, g * K // 128)
+    p = dense_params(driver.launches[-1])
+    assert p["sa"] == a[1].data_ptr() and p["sa_strides"] == a[1].stride()[1:] + (a[1].stride(0),)
     with pytest.raises(ValueError, match=r"expected_m must be a positive int"):
         dgemm.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, 0)
     with pytest.raises(ValueError, match=r"expected_m must be a positive int"):

@@ -110,11 +110,11 @@ template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumG
           uint32_t kNumMathThreads>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
-                uint32_t shape_m,
+                const float* scales_a, uint32_t shape_m, uint64_t sa_row_stride,
+                uint64_t sa_k_stride, uint64_t sa_group_stride,
                 const __grid_constant__ TmaDescriptor tma_a,
                 const __grid_constant__ TmaDescriptor tma_a_tail,
                 const __grid_constant__ TmaDescriptor tma_b,
-                const __grid_constant__ TmaDescriptor tma_scales_a,
                 const __grid_constant__ TmaDescriptor tma_d) {
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     // ---- Checks -------------------------------------------------------------------------
@@ -163,8 +163,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "multicast slices must be whole 1024-byte swizzle atoms");
     constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_SCALES_A_SIZE_PER_STAGE = BLOCK_M * sizeof(float);
-    constexpr uint32_t kStageBytes =
-        SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE + SMEM_SCALES_A_SIZE_PER_STAGE;
+    // What TMA writes into a stage (the A scales arrive through cp.async, see the loader).
+    constexpr uint32_t kStageBytes = SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE;
+    static_assert(SMEM_SCALES_A_SIZE_PER_STAGE == BLOCK_M * 4 and BLOCK_M % 32 == 0,
+                  "the A-scale loader's lanes each copy BLOCK_M / 32 rows' scales");
+    constexpr uint32_t kScalesAPerLane = BLOCK_M / 32;
     static_assert(SMEM_D_SIZE % 1024 == 0, "A/B tiles after D must stay 1024-byte aligned");
     static_assert(SMEM_A_SIZE_PER_STAGE % 1024 == 0 and SMEM_B_SIZE_PER_STAGE % 1024 == 0,
                   "128B-swizzled tiles must be 1024-byte aligned");
@@ -236,11 +239,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         tma_prefetch_descriptor(&tma_a);
         tma_prefetch_descriptor(&tma_a_tail);
         tma_prefetch_descriptor(&tma_b);
-        tma_prefetch_descriptor(&tma_scales_a);
         if constexpr (kTMAStore)
             tma_prefetch_descriptor(&tma_d);
         for (uint32_t i = 0; i < kNumStages; ++i) {
-            full_barriers[i].init(1);                          // producer's expect_tx arrive
+            // The producer's expect_tx arrive and one cp.async arrive per A-scale loader lane.
+            full_barriers[i].init(1 + 32);
             // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
             empty_barriers[i].init(kNumConsumerWarps * kNumTMAMulticast);
         }
@@ -306,10 +309,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
                     (kGemmType == GemmType::Normal ? 0 : group * SHAPE_N) + n_block * BLOCK_N);
-                // A scales are MN-major: [K/128 (x groups), rows]; masked groups stack along K.
-                const int32_t sa_col = static_cast<int32_t>(m_block * BLOCK_M);
-                const int32_t sa_row_base = static_cast<int32_t>(
-                    kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
 
                 auto produce = [&](uint32_t s, uint32_t k_block) {
                     empty_barriers[s].wait(phase ^ 1);
@@ -333,8 +332,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                          kASliceRows);
                     load(&tma_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, b_row, not kIsTMAMulticastOnA,
                          kBSliceRows);
-                    tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,
-                                sa_row_base + static_cast<int32_t>(k_block));
                 };
                 // Not unrolled: the producer runs ahead of the math warpgroups, and with its 40
                 // registers per-stage addresses would spill.
@@ -388,6 +385,41 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
                 scales_b_full[slot].arrive();                // release: the stores above
             }
+        } else if (warp_idx == 2) {
+            // A-scale loader: each K block's scales of the tile's rows, global -> shared with
+            // 4-byte cp.async per row, whose completion arrives on the stage's full barrier
+            // (cp.async.mbarrier.arrive.noinc: 32 of the barrier's arrivals). Any strides: the
+            // row-major scales `per_token_cast_to_fp8` returns are read in place, so a call
+            // needs no transposing copy (a TMA box of one K block cannot read that layout: its
+            // inner extent must be 16 bytes). NOTES: bench/NOTES.md h2.
+            uint32_t stage = 0, phase = 0;
+            const uint32_t smem_sa = smem_addr(smem_scales_a) + lane_idx * 4;
+            while (scheduler.next(m_block, n_block, group)) {
+                const uint32_t row0 = m_block * BLOCK_M + lane_idx;
+                const float* lane_sa = scales_a + row0 * sa_row_stride +
+                    (kGemmType == GemmType::GroupedMasked ? group * sa_group_stride : 0);
+                // Rows past M are zero-filled (no bytes read).
+                uint32_t valid = 0;
+                #pragma unroll
+                for (uint32_t j = 0; j < kScalesAPerLane; ++j)
+                    valid |= (row0 + j * 32 < shape_m ? 1u : 0u) << j;
+                #pragma unroll 1
+                for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
+                    empty_barriers[stage].wait(phase ^ 1);
+                    const float* src = lane_sa + k_block * sa_k_stride;
+                    #pragma unroll
+                    for (uint32_t j = 0; j < kScalesAPerLane; ++j) {
+                        const bool real = (valid >> j) & 1u;
+                        cp_async_4_zfill(smem_sa + (stage * BLOCK_M + j * 32) * 4,
+                                         real ? src + j * 32 * sa_row_stride : scales_a,
+                                         real ? 4u : 0u);
+                    }
+                    cp_async_arrive_noinc(full_barriers + stage);
+                    if (++stage == kNumStages)
+                        stage = 0, phase ^= 1;
+                }
+            }
+            cp_async_wait_all();
         }
     } else {
         // ==== WGMMA math warpgroups ======================================================

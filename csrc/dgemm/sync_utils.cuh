@@ -48,6 +48,25 @@ struct alignas(8) MBarrier {
     }
 };
 
+// 4-byte global -> shared copy through L1 (cp.async.ca); `src_bytes` 0 writes zeros without
+// reading `src`.
+__device__ __forceinline__ void cp_async_4_zfill(uint32_t dst, const void* src,
+                                                 uint32_t src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// One arrive on `bar` once every cp.async this thread issued before has landed; `.noinc`: it
+// is one of the arrivals the barrier was initialised to expect.
+__device__ __forceinline__ void cp_async_arrive_noinc(MBarrier* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];"
+                 :: "r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 // Plain shared-memory load at a 32-bit shared-window address.
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
     float value;

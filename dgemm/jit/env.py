@@ -256,6 +256,20 @@ _COMPILER, _CSRC, _DEBUG = (n.encode() if _ENVIRON_BYTES is not None else n
                             for n in ("DGEMM_JIT_COMPILER", "DGEMM_CSRC_DIR", "DGEMM_JIT_DEBUG"))
 
 
+_LAUNCH_SETTINGS = tuple(n.encode() if _ENVIRON_BYTES is not None else n for n in (
+    "DGEMM_FORCE_PORTABLE", "DGEMM_AUTOTUNE", "DGEMM_JIT_COMPILER", "DGEMM_CSRC_DIR",
+    "DGEMM_JIT_DEBUG"))
+
+
+def launch_settings() -> tuple:
+    """The raw values of every variable that can change which kernel a call runs or how it is
+    selected (the family, autotuning, the build fingerprint): the launch path's memo of
+    validated calls keys on them, read in one go."""
+    get = (_ENVIRON_BYTES if _ENVIRON_BYTES is not None else os.environ).get
+    force, tune, compiler, csrc, debug = _LAUNCH_SETTINGS
+    return get(force), get(tune), get(compiler), get(csrc), get(debug)
+
+
 def build_fingerprint() -> tuple:
     """The raw settings that decide which cubin a spec maps to (the compiler, the csrc tree,
     debug info): cheap enough for the launch path, which keys loaded kernels on it so that a

@@ -17,6 +17,7 @@ GPU-free host (tests swap `driver()` for a recording stand-in). Every CUresult i
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from typing import Optional, Sequence, Tuple
@@ -59,6 +60,18 @@ class Driver:
         self.cuTensorMapReplaceAddress = lib.cuTensorMapReplaceAddress
         self.cuTensorMapReplaceAddress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.cuTensorMapReplaceAddress.restype = ctypes.c_int
+        # Contexts (`on_device`): the launch and TMA encoding use the calling thread's.
+        out = ctypes.POINTER(ctypes.c_void_p)
+        for name, symbol, args in (
+                ("cuCtxGetCurrent", "cuCtxGetCurrent", [out]),
+                ("cuCtxSetCurrent", "cuCtxSetCurrent", [ctypes.c_void_p]),
+                ("cuCtxPushCurrent", "cuCtxPushCurrent_v2", [ctypes.c_void_p]),
+                ("cuCtxPopCurrent", "cuCtxPopCurrent_v2", [out]),
+                ("cuDeviceGet", "cuDeviceGet", [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
+                ("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", [out, ctypes.c_int])):
+            fn = getattr(lib, symbol)
+            fn.argtypes, fn.restype = args, ctypes.c_int
+            setattr(self, name, fn)
 
 
 _driver: Optional[Driver] = None
@@ -84,6 +97,57 @@ def set_driver(stand_in) -> None:
 def _fail(call: str, err: int, what: str) -> None:
     from .runtime import error_text          # cuda-python's names, only on the error path
     raise RuntimeError(f"{call} failed for {what}: {error_text(err)}")
+
+
+_primary_contexts: dict = {}
+
+
+def _primary_context(lib, index: int) -> int:
+    context = _primary_contexts.get(index)
+    if context is None:
+        device, handle = ctypes.c_int(), ctypes.c_void_p()
+        for call, err in (("cuDeviceGet", lib.cuDeviceGet(ctypes.byref(device), index)),
+                          ("cuDevicePrimaryCtxRetain",
+                           lib.cuDevicePrimaryCtxRetain(ctypes.byref(handle), device))):
+            if err:
+                _fail(call, err, f"cuda:{index}")
+        context = _primary_contexts[index] = handle.value
+    return context
+
+
+@contextlib.contextmanager
+def on_device(index: int):
+    """Device `index`'s primary context (torch's) current in the calling thread for the block:
+    driver calls (TMA encoding, module loads, launches) use the thread's context, which a
+    thread that never ran a CUDA runtime call does not have, and which is another device's
+    when torch's current device is not the tensors'. A thread without one is left bound to
+    it, as the runtime's first call would; any other is restored after the block. No-op for
+    stand-in drivers without context calls (tests on a GPU-free host)."""
+    lib = _driver or driver()
+    if not hasattr(lib, "cuCtxGetCurrent"):
+        yield
+        return
+    primary = _primary_context(lib, index)
+    current = ctypes.c_void_p()
+    err = lib.cuCtxGetCurrent(ctypes.byref(current))
+    if err:
+        _fail("cuCtxGetCurrent", err, f"cuda:{index}")
+    if current.value == primary:
+        yield
+        return
+    if current.value is None:
+        err = lib.cuCtxSetCurrent(primary)
+        if err:
+            _fail("cuCtxSetCurrent", err, f"cuda:{index}")
+        yield
+        return
+    err = lib.cuCtxPushCurrent(primary)
+    if err:
+        _fail("cuCtxPushCurrent", err, f"cuda:{index}")
+    try:
+        yield
+    finally:
+        lib.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))
 
 
 def aligned_descriptor() -> TmaDescriptor:
