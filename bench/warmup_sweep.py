@@ -130,18 +130,17 @@ class Layer:
     layout: object = None       # contiguous: int32 [rows], one random expert per 128 rows
 
 
-def prepare(workload: Workload, device: str = "cuda", seed: int = 0) -> list:
-    """The layers with their buffers, filled with random FP8 values (not zeros: a GEMM on zeros
-    draws less power and runs faster than on a model's numbers)."""
+def prepare(workload: Workload, device: str = "cuda") -> list:
+    """The layers with their buffers, filled with random FP8 values from torch's global
+    generator (not zeros: a GEMM on zeros draws less power and runs faster than on a model's
+    numbers)."""
     import torch
-    generator = torch.Generator(device=device).manual_seed(seed)
 
     def fp8(*shape):
-        return torch.randn(*shape, device=device, dtype=torch.bfloat16,
-                           generator=generator).to(torch.float8_e4m3fn)
+        return torch.randn(*shape, device=device, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
 
     def scales(*shape):
-        return torch.rand(*shape, device=device, generator=generator) * 1e-2 + 1e-3
+        return torch.rand(*shape, device=device) * 1e-2 + 1e-3
 
     def blocks(size):
         return -(-size // ALIGNMENT)
@@ -157,7 +156,7 @@ def prepare(workload: Workload, device: str = "cuda", seed: int = 0) -> list:
     experts = workload.experts
     for n, k in workload.grouped:
         block_experts = torch.randint(0, experts, (rows // ALIGNMENT,), device=device,
-                                      dtype=torch.int32, generator=generator)
+                                      dtype=torch.int32)
         layers.append(Layer(f"contiguous {experts}x{n}x{k}", "contiguous",
                             (fp8(experts, n, k), scales(experts, blocks(n), k // 128)),
                             (fp8(rows, k), scales(rows, k // 128)),
@@ -169,24 +168,30 @@ def prepare(workload: Workload, device: str = "cuda", seed: int = 0) -> list:
 
 def sweep(deep_gemm, layers: list, tick: Callable[[int, str], None] = lambda calls, at: None) -> int:
     """vLLM's warm-up calls over `layers`, in its order and with its arguments; `tick(calls
-    made so far, where)` after each call. Returns the number of calls. Does not synchronize."""
+    made so far, where)` after each call. Returns the number of calls. Does not synchronize.
+    `rows(t, m)` is vLLM's `t[:m]` (the same view), spelt `narrow` so that the sweep also runs
+    on fake CUDA tensors in the CPU tests."""
     calls = 0
     for layer in layers:
         data, scales = layer.a
         if layer.kind == "dense":
             for m in layer.ms:
-                deep_gemm.fp8_gemm_nt((data[:m], scales[:m]), layer.weight, layer.out[:m],
-                                      disable_ue8m0_cast=True)
+                deep_gemm.fp8_gemm_nt((rows(data, m), rows(scales, m)), layer.weight,
+                                      rows(layer.out, m), disable_ue8m0_cast=True)
                 calls += 1
                 tick(calls, layer.label)
         else:
             for m in layer.ms:
                 deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
-                    (data[:m], scales[:m]), layer.weight, layer.out[:m], layer.layout[:m],
-                    disable_ue8m0_cast=True)
+                    (rows(data, m), rows(scales, m)), layer.weight, rows(layer.out, m),
+                    rows(layer.layout, m), disable_ue8m0_cast=True)
                 calls += 1
                 tick(calls, layer.label)
     return calls
+
+
+def rows(t, m: int):
+    return t.narrow(0, 0, m)
 
 
 # --- counting kernels ---------------------------------------------------------------------------
@@ -288,6 +293,7 @@ def main(argv: Optional[list] = None) -> int:
         before = kernels_in_cache("deepgemm", cache_dir)
         compiled = lambda: kernels_in_cache("deepgemm", cache_dir) - before  # noqa: E731
 
+    torch.manual_seed(0)
     layers = prepare(workload)
     torch.cuda.synchronize()
     props = torch.cuda.get_device_properties(0)

@@ -110,6 +110,18 @@ def test_the_sweep_makes_vllms_calls_on_slices_of_max_row_buffers():
         assert kwargs == {"disable_ue8m0_cast": True}
 
 
+def test_dgemms_drop_in_takes_every_call_of_the_sweep_as_vllm_makes_it():
+    """Fake CUDA tensors (FakeTensorMode): dgemm.compat.deep_gemm and dgemm's own checks run
+    on each call's arguments (dtypes, shapes, strides, slices), with no device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from dgemm.compat import deep_gemm
+
+    workload = small_workload(max_m=130, experts=4, topk=2)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        layers = warmup_sweep.prepare(workload, device="cuda")
+        assert warmup_sweep.sweep(deep_gemm, layers) == workload.calls()["total"]
+
+
 def test_kernels_are_counted_in_both_libraries_cache_layouts(tmp_path):
     (tmp_path / "v1" / "ab").mkdir(parents=True)
     (tmp_path / "v1" / "ab" / "abcd.kbin").write_bytes(b"x")
