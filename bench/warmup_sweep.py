@@ -166,7 +166,8 @@ def prepare(workload: Workload, device: str = "cuda") -> list:
     return layers
 
 
-def sweep(deep_gemm, layers: list, tick: Callable[[int, str], None] = lambda calls, at: None) -> int:
+def sweep(deep_gemm, layers: list,
+          tick: Callable[[int, str], None] = lambda calls, at: None) -> int:
     """vLLM's warm-up calls over `layers`, in its order and with its arguments; `tick(calls
     made so far, where)` after each call. Returns the number of calls. Does not synchronize.
     `rows(t, m)` is vLLM's `t[:m]` (the same view), spelt `narrow` so that the sweep also runs
