@@ -184,6 +184,7 @@ def test_a_failed_phase_reports_the_end_of_its_log(tmp_path):
 # --- the phases, with stand-in sweep processes --------------------------------------------------
 FAKE_SWEEP = """
 import json, os, sys, time
+from pathlib import Path
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 library = args["--library"]
 time.sleep(float(os.environ.get("FAKE_SWEEP_SECONDS", "0")))
