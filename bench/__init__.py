@@ -7,6 +7,7 @@
     python -m bench.sanitizer_smoke     small calls for compute-sanitizer
     python -m bench.probe_contiguous    where the contiguous layout's many-group cost goes
     python -m bench.bench_cluster       cluster cold start against one redis-server (no GPU)
+    python -m bench.bench_warmup        vLLM's full warm-up, cold and warm, dgemm vs DeepGEMM
 
 Shared pieces: `inputs` (random problems and output checks, also used by tests/gpu/),
 `timing` (kernel and per-call time), `baselines` (cuBLAS-blk). Importing any module of the
