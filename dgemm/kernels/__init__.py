@@ -26,6 +26,8 @@ from .spec import KernelSpec
 FAMILIES = {
     "fp8_gemm": "hopper_fp8",
     "fp8_gemm_portable": "portable_fp8",
+    "fp8_wgrad": "hopper_wgrad",                 # recipe (1, 1, 128): weight gradients
+    "fp8_wgrad_portable": "portable_wgrad",
 }
 
 
