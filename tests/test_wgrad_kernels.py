@@ -165,3 +165,44 @@ def test_a_cpu_only_prewarm_compiles_the_training_kernels(portable, tmp_path, ca
     assert (report["specs_total"], report["compiled"], report["failed"]) == (
         len(expected), len(expected), 0)
     assert len(list(fresh_dgemm_cache.rglob("*.kbin"))) == len(expected)
+
+
+def test_warmup_with_a_manifest_plans_the_training_kernels_and_refuses_them_by_kind():
+    from dgemm import warm
+    planned = warm.plan(manifest=TRAINING, num_sms=132, arch="sm_90a")
+    assert planned == manifest.specs_for(manifest.problems(TRAINING), 132, "sm_90a")
+    with pytest.raises(ValueError, match="kind must be one of fp8_gemm_nt"):
+        warm.plan("fp8_gemm_nt_wgrad", m=[4096], n=7168, k=4096, num_sms=132, arch="sm_90a")
+
+
+def _nvdisasm():
+    import shutil
+    from pathlib import Path
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia.cu13
+        candidate = Path(list(nvidia.cu13.__path__)[0]) / "bin" / "nvdisasm"
+        return str(candidate) if candidate.is_file() else None
+    except Exception:
+        return None
+
+
+@pytest.mark.parametrize("name", COMPILERS)
+def test_the_hopper_wgrad_cubin_runs_fp8_wgmma_not_the_trap_stub(name, cubins, tmp_path):
+    """The kernel body is guarded by the sm_90a feature macro; compiled without it the kernel
+    would be one trap instruction. Its SASS must hold the FP8 warpgroup MMA (QGMMA), the TMA
+    loads (UTMALDG) and the register hand-over (USETMAXREG)."""
+    import subprocess
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm not found (CUDA toolkit bin/ or the nvidia-cuda-nvdisasm wheel)")
+    spec = SPECS[0]
+    assert spec.kernel == hopper_wgrad.NAME
+    path = tmp_path / "wgrad.cubin"
+    path.write_bytes(cubins[spec, name][0])
+    sass = subprocess.run([tool, str(path)], capture_output=True, text=True, timeout=120,
+                          check=True).stdout
+    for instruction in ("QGMMA", "UTMALDG", "USETMAXREG", "SYNCS"):
+        assert instruction in sass, instruction

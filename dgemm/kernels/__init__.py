@@ -10,6 +10,9 @@ A family module owns everything Python knows about its kernel and exposes:
     num_threads(spec), smem_bytes(spec)
     ARGS                         the kernel's run-time signature (dgemm.jit.args.ArgLayout)
     launch(spec, a, sa, b, sb, d, layout, kernel=None)
+                                 (the weight-gradient families, recipe (1, 1, 128):
+                                 launch(spec, a, sa, b, sb, c, d, kernel=None) and
+                                 launch_raw(...) for one k-grouped group's slices)
 
 A spec names its family (`spec.kernel`), so whoever holds a spec finds its launcher with
 `family(spec.kernel)`. Adding a family: a module here, an entry in FAMILIES, a header in
