@@ -50,7 +50,7 @@ def check_recipe(fn: str, recipe) -> Optional[tuple]:
                      f"scales on both, fp32 d = c + a . b^T)")
 
 
-def _check_c_d(fn: str, c, d, shape: tuple, meaning: str, real: bool) -> None:
+def _check_c_d_types(fn: str, c, d) -> None:
     if d is None:
         raise TypeError(f"{fn}: d (the fp32 output) is required with recipe {WGRAD_RECIPE}; "
                         f"pass d=c to accumulate in place")
@@ -59,6 +59,9 @@ def _check_c_d(fn: str, c, d, shape: tuple, meaning: str, real: bool) -> None:
         raise TypeError(f"{fn}: c (the fp32 tensor to accumulate onto) is required with recipe "
                         f"{WGRAD_RECIPE}; pass c=d to accumulate in place, or a zeroed tensor")
     gemm._check_tensor_dtype(fn, "c", c, torch.float32, "accumulated onto")
+
+
+def _check_c_d(fn: str, c, d, shape: tuple, meaning: str, real: bool) -> None:
     gemm._check_shape(fn, "d", d, shape, meaning)
     gemm._check_shape(fn, "c", c, shape, meaning)
     gemm._check_contiguous(fn, "d", d, real)
@@ -79,6 +82,7 @@ def checked_wgrad(a, b, d, c, real: Optional[bool] = None) -> tuple:
     fn = "fp8_gemm_nt(recipe=(1, 1, 128))"
     a_data, a_scales = gemm._unpack_pair(fn, "a", a, _TOKEN_HINT)
     b_data, b_scales = gemm._unpack_pair(fn, "b", b, _TOKEN_HINT)
+    _check_c_d_types(fn, c, d)
     if real is None:
         real = gemm._direct(a_data, a_scales, b_data, b_scales, d, c)
     if a_data.dim() != 2 or b_data.dim() != 2:
@@ -184,11 +188,9 @@ def checked_k_grouped(a, b, d, ks_cpu, grouped_layout, c, recipe,
     ks = _check_ks(fn, ks_cpu)
     gemm._check_tensor_dtype(fn, "grouped_layout", grouped_layout, torch.int32,
                              "each group's K on the GPU, equal to ks_cpu")
+    _check_c_d_types(fn, c, d)
     if real is None:
         real = gemm._direct(a_data, a_scales, b_data, b_scales, d, c)
-    if not isinstance(d, torch.Tensor):
-        raise TypeError(f"{fn}: d must be a torch.Tensor (fp32 [groups, m, n]); got "
-                        f"{type(d).__name__}")
     if d.dim() != 3:
         raise ValueError(f"{fn}: d must be 3-D (groups, m, n); got {gemm._shape(d)}")
     num_groups, m, n = d.shape

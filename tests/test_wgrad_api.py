@@ -128,6 +128,8 @@ BAD_DENSE = {
     "d transposed": (lambda a, b, d, c: (a, b, _empty((384, 256)).t(), c), ValueError, r"d must be contiguous"),
     "c transposed": (lambda a, b, d, c: (a, b, d, _empty((384, 256)).t()), ValueError, r"c must be contiguous"),
     "a not a pair": (lambda a, b, d, c: (a[0], b, d, c), TypeError, r"a must be a tuple \(fp8 tensor, fp32 scales\)"),
+    "d a list": (lambda a, b, d, c: (a, b, [[0.0]], c), TypeError, r"d must be a torch.Tensor \(the fp32 output\); got list"),
+    "c an int": (lambda a, b, d, c: (a, b, d, 0), TypeError, r"c must be a torch.Tensor \(accumulated onto\); got int"),
     "c on cpu": (lambda a, b, d, c: (a, b, d, _empty((256, 384), device="cpu")), RuntimeError, r"every tensor must be on cuda.*c is on cpu"),
 }
 
@@ -189,6 +191,8 @@ BAD_K_GROUPED = {
     "d 2-D": (_kg(d=lambda x: _empty((256, 384))), ValueError, r"d must be 3-D \(groups, m, n\)"),
     "c shape": (_kg(c=lambda x: _empty((3, 256, 385))), ValueError, r"c must have shape \(groups, m, n\)"),
     "bf16 d": (_kg(d=lambda x: x["d"].bfloat16()), TypeError, "d must be float32"),
+    "d a list": (_kg(d=[1.0]), TypeError, r"d must be a torch.Tensor \(the fp32 output\)"),
+    "c a float": (_kg(c=1.0), TypeError, r"c must be a torch.Tensor"),
 }
 
 
