@@ -297,3 +297,9 @@ def test_the_forward_gemm_keeps_its_direct_eager_path(monkeypatch):
     with pytest.raises(RuntimeError, match="tensors must be on a CUDA device"):
         dgemm.fp8_gemm_nt(a, b, _empty((64, 384), torch.bfloat16, "cpu"))
     assert gemm._direct(a[0], a[1], b[0], b[1], None)
+
+
+def test_a_wgrad_kernel_missing_during_graph_capture_names_the_way_to_warm_it():
+    message = gemm.not_warm_message(("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 2048, 8), 0)
+    assert message.startswith("k_grouped_fp8_gemm_nt_contiguous: m=4096, n=7168 on cuda:0")
+    assert "dgemm.warmup(manifest=...)" in message and '"k_grouped"' in message
