@@ -34,11 +34,11 @@ import torch
 import dgemm
 from dgemm.utils import calc_diff
 
-from . import autotuning
+from . import autotuning, report
 from . import suite as suites
 from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
-from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
 
 
@@ -247,16 +247,8 @@ def print_table(rows, title: str, picks_given: bool = False):
               f"{_fmt(r['ratio'], '7.2f')} {_fmt(r['deepgemm_ratio'], '6.3f')} "
               f"[{_fmt(r['deepgemm_ratio_min'])}..{_fmt(r['deepgemm_ratio_max'])}] | "
               f"{r['dgemm_us']:>9.1f} | {r['diff']:.1e} | {r['config']:<16} {r['part']}")
-        if "picks" in r["extra"]:
-            p = r["extra"]["picks"]
-            print(f"{'':>20}   --picks {p['config']}: x DeepGEMM "
-                  f"{_fmt(p.get('vs_deepgemm', float('nan')), '.3f')}, heuristic / picks "
-                  f"{1 / p['vs_dgemm']:.3f}")
-        others = sorted(((n, e) for n, e in r["extra"].items() if n != "picks"),
-                        key=lambda kv: kv[1]["us"])[:6]
-        if others:
-            print("      others (x dgemm's pick): " + ", ".join(
-                f"{n}={e['vs_dgemm']:.3f}" for n, e in others))
+        for line in report.alternatives_lines(r, 6):
+            print(line)
     if any("call_us" in key for key in rows[0]):
         print("per-call us (dgemm / cuBLAS-blk): " + ", ".join(
             f"{r['dgemm_call_us']:.1f}/{_fmt(r['cublas_call_us'], '.1f')}" for r in rows))
@@ -318,21 +310,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-multicast", default="1",
                         help="comma-separated cluster sizes for --sweep (1 and/or 2)")
     parser.add_argument("--only", default="", help="comma-separated row indices to run")
-    parser.add_argument("--skip-configs", default="",
-                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
-                             "the heuristic's pick")
-    parser.add_argument("--precompile-only", action="store_true",
-                        help="compile every kernel the run would time, then stop")
-    parser.add_argument("--json", type=pathlib.Path,
-                        help="write the rows here (rewritten after every shape)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows (and faulted shapes) already in --json and time "
-                             "only the others; after a CUDA fault the run records the shape, "
-                             "exits with 3 and can be resumed this way")
-    parser.add_argument("--autotune", action="store_true",
-                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each shape's class first "
-                             "(or reuse its published decision), time the heuristic's pick "
-                             "beside it")
+    add_run_arguments(parser, "shape")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_gemm: needs a CUDA GPU", file=sys.stderr)

@@ -29,13 +29,13 @@ import torch
 import dgemm
 from dgemm import heuristics
 
-from . import autotuning
+from . import autotuning, report
 from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
                         warm_deep_gemm)
 from .bench_gemm import diverse, spec_from_config
 from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense, random_masked
-from .timing import (CudaFault, check_round_times, checked, geomean, gpu_name,
+from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, kernel_time_us, median, paired_ratios)
 
 KIND = {"contiguous": "m_grouped_fp8_gemm_nt_contiguous",
@@ -254,16 +254,8 @@ def print_table(rows, title: str, picks_given: bool) -> dict:
               f"{_fmt(r['deepgemm_tflops'], '8.0f')} | {_fmt(r['deepgemm_ratio'], '7.3f')} "
               f"[{_fmt(r['deepgemm_ratio_min'], '.2f')}] | {r['diff']:.1e} | "
               f"{r['config']:<15} {r['part']}")
-        if "picks" in r["extra"]:
-            p = r["extra"]["picks"]
-            print(f"{'':>20}   --picks {p['config']}: x DeepGEMM "
-                  f"{_fmt(p.get('vs_deepgemm', float('nan')))}, heuristic / picks "
-                  f"{1 / p['vs_dgemm']:.3f}")
-        others = sorted(((n, e) for n, e in r["extra"].items() if n != "picks"),
-                        key=lambda kv: kv[1]["us"])[:5]
-        if others:
-            print("      others (x dgemm's pick): " + ", ".join(
-                f"{n}={e['vs_dgemm']:.3f}" for n, e in others))
+        for line in report.alternatives_lines(r, 5):
+            print(line)
         if "dense_tflops" in r:
             print(f"      dense kernel on the same work: {r['dense_tflops']:.0f} TFLOPS")
     summary = {}
@@ -309,21 +301,7 @@ def main(argv=None) -> int:
                         help="also time these tiles on every shape, e.g. 128x128,128x256")
     parser.add_argument("--dense-same-work", action="store_true",
                         help="also time the dense kernel on each shape's valid rows")
-    parser.add_argument("--skip-configs", default="",
-                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
-                             "the heuristic's pick")
-    parser.add_argument("--precompile-only", action="store_true",
-                        help="compile every kernel the run would time, then stop")
-    parser.add_argument("--json", type=pathlib.Path,
-                        help="write the rows here (rewritten after every shape)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the rows (and faulted shapes) already in --json and time "
-                             "only the others; after a CUDA fault the run records the shape, "
-                             "exits with 3 and can be resumed this way")
-    parser.add_argument("--autotune", action="store_true",
-                        help="run dgemm with DGEMM_AUTOTUNE=1: tune each case's class first "
-                             "(or reuse its published decision), time the heuristic's pick "
-                             "beside it")
+    add_run_arguments(parser, "case")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)

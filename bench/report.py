@@ -39,6 +39,23 @@ def summary(ratios: list, label: str) -> str:
             f"{sum(r < 0.95 for r in ratios)} of {len(ratios)} below 0.95)")
 
 
+def alternatives_lines(row: dict, most: int) -> list:
+    """The lines a bench prints under a shape's row: the `--picks` config timed beside the
+    heuristic's, and up to `most` other configs (`--candidates`), fastest first."""
+    lines = []
+    if "picks" in row["extra"]:
+        picks = row["extra"]["picks"]
+        lines.append(f"{'':>20}   --picks {picks['config']}: x DeepGEMM "
+                     f"{_f(picks.get('vs_deepgemm', float('nan')))}, heuristic / picks "
+                     f"{1 / picks['vs_dgemm']:.3f}")
+    others = sorted(((name, e) for name, e in row["extra"].items() if name != "picks"),
+                    key=lambda item: item[1]["us"])[:most]
+    if others:
+        lines.append("      others (x dgemm's pick): " + ", ".join(
+            f"{name}={e['vs_dgemm']:.3f}" for name, e in others))
+    return lines
+
+
 def dense(run: dict) -> str:
     lines = ["| M | N | K | part | tile | dgemm TFLOPS | DeepGEMM | cuBLAS-blk | dgemm / DeepGEMM | "
              "dgemm / cuBLAS-blk | calc_diff |", "|" + "---|" * 11]

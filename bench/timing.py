@@ -6,6 +6,7 @@ call, mean over the timed calls. Per-call time: wall time of back-to-back calls 
 from __future__ import annotations
 
 import math
+import pathlib
 import time
 
 import torch
@@ -164,3 +165,24 @@ def geomean(values) -> float:
 def gpu_name() -> str:
     props = torch.cuda.get_device_properties(0)
     return f"{props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}"
+
+
+def add_run_arguments(parser, unit: str) -> None:
+    """The options that control a bench run, shared by bench_gemm and bench_grouped: configs
+    to skip, compile only, the --json file and --resume after a CUDA fault, --autotune
+    (`unit`: what one row of the bench times, "shape" or "case")."""
+    parser.add_argument("--skip-configs", default="",
+                        help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
+                             "the heuristic's pick")
+    parser.add_argument("--precompile-only", action="store_true",
+                        help="compile every kernel the run would time, then stop")
+    parser.add_argument("--json", type=pathlib.Path,
+                        help="write the rows here (rewritten after every shape)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows (and faulted shapes) already in --json and time "
+                             "only the others; after a CUDA fault the run records the shape, "
+                             "exits with 3 and can be resumed this way")
+    parser.add_argument("--autotune", action="store_true",
+                        help=f"run dgemm with DGEMM_AUTOTUNE=1: tune each {unit}'s class first "
+                             "(or reuse its published decision), time the heuristic's pick "
+                             "beside it")

@@ -145,10 +145,6 @@ def _direct(a, sa, b, sb, d, layout=None) -> bool:
 
 # --- kernel choice ------------------------------------------------------------------------------
 _device_archs = state.table("gemm.device_archs")    # device index -> arch of its native kernel
-# (spec, device index, build fingerprint) -> the loaded kernel this module launched or warmed.
-# The loader keeps its own memo; this one also tells, without loading anything, whether a call
-# being captured into a CUDA graph can launch at once.
-_ready = state.table("gemm.ready_kernels")
 
 
 def _device_arch(device_index: int) -> str:
@@ -186,7 +182,7 @@ def _launch(kind: str, m: int, n: int, k: int, num_groups: int, device: torch.de
     spec = choose_spec(kind, m, n, k, num_groups, utils.get_num_sms_for(index),
                        _device_arch(index), index)
     fingerprint = env.build_fingerprint()
-    kernel = _ready.get((spec, index, fingerprint))
+    kernel = loader.loaded(spec, index, fingerprint)
     if kernel is None:
         kernel = load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
     kernels.family(spec.kernel).launch(spec, a, sa, b, sb, d, layout, kernel)
@@ -213,9 +209,7 @@ def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[t
     fingerprint = fingerprint or env.build_fingerprint()
     if torch.cuda.is_current_stream_capturing():
         raise KernelNotWarmError(not_warm_message(problem, device_index))
-    kernel = _ready[(spec, device_index, fingerprint)] = loader.get_kernel(
-        spec, device_index, fingerprint)
-    return kernel
+    return loader.get_kernel(spec, device_index, fingerprint)
 
 
 def not_warm_message(problem: tuple, device_index: int) -> str:

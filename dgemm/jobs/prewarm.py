@@ -53,9 +53,9 @@ under torchrun (RANK/WORLD_SIZE set) every line prewarm prints starts with [rank
 # ------------------------------------------------------------------------------------------
 # Command line
 # ------------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EXIT_STATUS_HELP
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+def add_manifest_arguments(parser: argparse.ArgumentParser, spread_use: str) -> None:
+    """The options that name the problems of a job (prewarm, tune): --manifest or --preset,
+    --m-range and --contiguous-spread (`spread_use`: what the job does with the spread)."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--manifest", metavar="FILE",
                         help="shape manifest (JSON shaped like dgemm/shapes/deepseek_v3.json)")
@@ -65,8 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra M values for the dense shapes, e.g. '1-256,512,1024-8192:1024'")
     parser.add_argument("--contiguous-spread", type=float, default=0.3, metavar="S",
                         help="rows per group of a contiguous grouped GEMM vary in "
-                             "m_per_group * [1-S, 1+S]; prewarm every total M that reaches "
+                             f"m_per_group * [1-S, 1+S]; {spread_use} "
                              "(default 0.3; 0 for the nominal M only)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_STATUS_HELP
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_manifest_arguments(parser, "prewarm every total M that reaches")
     parser.add_argument("--arch", type=_arch, default="sm_90a",
                         help="target architecture of the GPUs that will run the kernels "
                              "(default sm_90a: H100, H200; sm_90 is refused unless --portable)")

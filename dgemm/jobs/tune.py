@@ -24,7 +24,7 @@ import sys
 import time
 
 from dgemm.jobs import manifest as manifests
-from dgemm.jobs.prewarm import _m_range, _positive_int, default_jobs
+from dgemm.jobs.prewarm import _positive_int, add_manifest_arguments, default_jobs
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 4
@@ -34,17 +34,7 @@ _STATUS = {"decided": "timed", "remote": "downloaded", "disk": "cached", "memory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--manifest", metavar="FILE",
-                        help="shape manifest (JSON shaped like dgemm/shapes/deepseek_v3.json)")
-    source.add_argument("--preset", choices=manifests.available_presets(),
-                        help="a packaged shape manifest")
-    parser.add_argument("--m-range", type=_m_range, default=[], metavar="LIST",
-                        help="extra M values for the dense shapes, e.g. '1-256,512,1024-8192:1024'")
-    parser.add_argument("--contiguous-spread", type=float, default=0.3, metavar="S",
-                        help="rows per group of a contiguous grouped GEMM vary in "
-                             "m_per_group * [1-S, 1+S]; tune every M bucket that reaches "
-                             "(default 0.3; 0 for the nominal M only)")
+    add_manifest_arguments(parser, "tune every M bucket that reaches")
     parser.add_argument("--device", type=int, default=0, metavar="INDEX",
                         help="CUDA device to time on (default 0)")
     parser.add_argument("--num-sms", type=_positive_int, default=None, metavar="N",

@@ -48,6 +48,12 @@ def get_kernel(spec: KernelSpec, device_index: Optional[int] = None,
         return kernel
 
 
+def loaded(spec: KernelSpec, device_index: int, fingerprint: tuple):
+    """The kernel already loaded for this key, or None: never loads (what a call being
+    captured into a CUDA graph may use)."""
+    return _kernels.get((spec, device_index, fingerprint))
+
+
 def _lock_for(key: tuple) -> threading.Lock:
     with _locks_guard:
         lock = _key_locks.get(key)
