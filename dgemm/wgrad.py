@@ -23,6 +23,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import gemm, kernels, ops, utils
+from .kernels import loader
 from .utils import ceil_div
 
 FP8 = gemm.FP8
@@ -140,7 +141,7 @@ def _kernel_for(kind: str, m: int, n: int, k: int, num_groups: int, device: torc
     spec = gemm.heuristics.select(kind, m, n, max(k, _BLOCK), num_groups,
                                   utils.get_num_sms_for(index), arch, gemm._forced_family())
     fingerprint = gemm.env.build_fingerprint()
-    kernel = gemm._ready.get((spec, index, fingerprint))
+    kernel = loader.loaded(spec, index, fingerprint)
     if kernel is None:
         kernel = gemm.load_kernel(spec, index, (kind, m, n, k, num_groups), fingerprint)
     return kernels.family(spec.kernel), spec, kernel
