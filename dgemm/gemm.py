@@ -216,13 +216,20 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
     kind, m, n, k, num_groups = problem
     what = {"fp8_gemm_nt": f"m={m}", "m_grouped_fp8_gemm_nt_contiguous": f"m_sum={m}",
             "m_grouped_fp8_gemm_nt_masked": f"expected_m={m}"}.get(kind)
-    if what is None:        # the weight-gradient GEMMs: warmup(kind=...) does not take them
-        return (f"{kind}: m={m}, n={n} on cuda:{device_index} needs a kernel that is not "
+    if what is None:        # the weight-gradient GEMMs: one kernel serves every K
+        call, warm_call = {
+            "fp8_gemm_nt_wgrad": ("fp8_gemm_nt(recipe=(1, 1, 128))",
+                                  f"dgemm.warmup('fp8_gemm_nt', m={m}, n={n}, "
+                                  f"recipe=(1, 1, 128))"),
+            "k_grouped_fp8_gemm_nt_contiguous": (
+                kind, f"dgemm.warmup('k_grouped_fp8_gemm_nt_contiguous', m={m}, n={n})"),
+        }[kind]
+        return (f"{call}: m={m}, n={n} on cuda:{device_index} needs a kernel that is not "
                 f"loaded yet, and the current stream is capturing a CUDA graph, where dgemm "
-                f"may not compile or load one. Before capturing, make this call once (one "
-                f"kernel serves every K of an m x n weight gradient), or run "
+                f"may not compile or load one. Before capturing, run {warm_call} (one kernel "
+                f"serves every K of an m x n weight gradient, and every group count), "
                 f"dgemm.warmup(manifest=...) with a manifest whose \"wgrad\" or \"k_grouped\" "
-                f"section names it.")
+                f"section names it, or make this call once outside the capture.")
     groups = f", num_groups={num_groups}" if kind != "fp8_gemm_nt" else ""
     return (f"{kind}: {what}, n={n}, k={k}{groups} on cuda:{device_index} needs a kernel "
             f"that is not loaded yet, and the current stream is capturing a CUDA graph, where "

@@ -167,12 +167,13 @@ def test_a_cpu_only_prewarm_compiles_the_training_kernels(portable, tmp_path, ca
     assert len(list(fresh_dgemm_cache.rglob("*.kbin"))) == len(expected)
 
 
-def test_warmup_with_a_manifest_plans_the_training_kernels_and_refuses_them_by_kind():
+def test_warmup_plans_the_training_kernels_by_manifest_and_by_kind():
     from dgemm import warm
     planned = warm.plan(manifest=TRAINING, num_sms=132, arch="sm_90a")
     assert planned == manifest.specs_for(manifest.problems(TRAINING), 132, "sm_90a")
-    with pytest.raises(ValueError, match="kind must be one of fp8_gemm_nt"):
-        warm.plan("fp8_gemm_nt_wgrad", m=[4096], n=7168, k=4096, num_sms=132, arch="sm_90a")
+    by_kind = warm.plan("fp8_gemm_nt_wgrad", m=[4096], n=7168, k=4096, num_sms=132,
+                        arch="sm_90a")
+    assert list(by_kind) == [select("fp8_gemm_nt_wgrad", 4096, 7168, 4096)]
 
 
 def _nvdisasm():
