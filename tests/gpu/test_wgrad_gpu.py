@@ -140,3 +140,91 @@ def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
     monkeypatch.setenv("DGEMM_FORCE_PORTABLE", "1")
     oracle = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
     assert dgemm.calc_diff(native, oracle) < 1e-6
+
+
+# --- CUDA graphs (after dgemm.warmup) and the DeepGEMM drop-in --------------------------------
+def _mn_major(pair):
+    return pair[0], dgemm.get_mn_major_tma_aligned_tensor(pair[1])
+
+
+def _capture(fn):
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def test_dense_wgrad_captures_and_replays_after_warmup():
+    m, n, k = 2112, 7168, 4096
+    report = dgemm.warmup("fp8_gemm_nt", m=m, n=n, recipe=WGRAD)
+    assert len(report.specs) == 1
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    a, b = _mn_major(a), _mn_major(b)
+    c = torch.randn(m, n, device="cuda")
+    d = c.clone()
+    graph = _capture(lambda: dgemm.fp8_gemm_nt(a, b, d, c=d, recipe=WGRAD))
+    assert torch.equal(d, c), "capturing ran the kernel"
+    graph.replay()
+    graph.replay()                                  # accumulates twice: d = c + 2 a.b^T
+    torch.cuda.synchronize()
+    assert dgemm.calc_diff(d, c + 2 * (a_value @ b_value.t())) < DIFF_BAR
+
+
+def test_k_grouped_captures_and_replays_after_warmup():
+    m, n, ks = 4096, 2048, [1024, 0, 384, 2048]
+    dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=m, n=n)
+    a, b, a_values, b_values = _k_grouped_inputs(m, n, ks)
+    a, b = _mn_major(a), _mn_major(b)
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    d = _nan_like(c)
+    graph = _capture(lambda: dgemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c=c))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not d.isnan().any()
+    for g in range(len(ks)):
+        assert dgemm.calc_diff(d[g], c[g] + a_values[g] @ b_values[g].t()) < DIFF_BAR, g
+
+
+def test_a_wgrad_capture_without_warmup_raises_naming_the_warmup_that_fixes_it():
+    from dgemm.jit import KernelNotWarmError
+    m, n, k = 384, 640, 256               # no other test of this process loads this spec first
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    a, b = _mn_major(a), _mn_major(b)
+    c = torch.zeros(m, n, device="cuda")
+    with pytest.raises(KernelNotWarmError, match=r"dgemm.warmup\('fp8_gemm_nt', m=384, n=640, "
+                                                 r"recipe=\(1, 1, 128\)\)"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            dgemm.fp8_gemm_nt(a, b, c, c=c, recipe=WGRAD)
+    dgemm.warmup("fp8_gemm_nt", m=384, n=640, recipe=WGRAD)
+    graph = _capture(lambda: dgemm.fp8_gemm_nt(a, b, c, c=c, recipe=WGRAD))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert dgemm.calc_diff(c, a_value @ b_value.t()) < DIFF_BAR
+
+
+def test_the_drop_in_weight_gradients_give_dgemms_results():
+    from dgemm.compat import deep_gemm as dg
+    m, n, k = 1024, 2048, 1024
+    a, _ = _quantized(m, k)
+    b, _ = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda")
+    ours = dgemm.fp8_gemm_nt(a, b, c.clone(), c=c, recipe=WGRAD)
+    for recipe in (dict(recipe=(1, 1, 128)), dict(recipe_a=(1, 128), recipe_b=(1, 128))):
+        d = c.clone()
+        assert dg.fp8_gemm_nt(a, b, d, c=d, disable_ue8m0_cast=True, **recipe) is None
+        assert torch.equal(d, ours), recipe
+    ks = [256, 0, 128, 512]
+    a, b, a_values, b_values = _k_grouped_inputs(m, n, ks)
+    # DeepGEMM's own test passes the scales as MN-major views of [sum K / 128, rows] tensors.
+    a = (a[0], a[1].t().contiguous().t())
+    b = (b[0], b[1].t().contiguous().t())
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    d = c.clone()
+    assert dg.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, d) is None
+    for g in range(len(ks)):
+        assert dgemm.calc_diff(d[g], c[g] + a_values[g] @ b_values[g].t()) < DIFF_BAR, g
