@@ -196,3 +196,18 @@ def test_the_script_splits_its_budget_so_bench_and_train_keep_their_time(tmp_pat
 def test_the_script_refuses_an_unknown_mode_with_exit_2(tmp_path):
     result = _script("benchmark", OUT=str(tmp_path))
     assert result.returncode == 2 and "unknown mode benchmark" in result.stdout
+
+
+def test_the_scripts_prewarm_check_runs_on_a_host_without_redis_py(tmp_path):
+    """The GPU image has no redis-py; `prewarm --dry-run` without a remote must not need it."""
+    code = ("import sys; sys.modules['redis'] = None\n"
+            "from dgemm.cli import main\n"
+            f"sys.exit(main(['prewarm', '--manifest', {str(SHAPES)!r}, '--arch', 'sm_90a', "
+            f"'--num-sms', '132', '--dry-run', '--no-progress', '--cache-dir', "
+            f"{str(tmp_path)!r}]))")
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith("DGEMM_")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                            text=True, timeout=120, env=dict(environment, PYTHONPATH=str(REPO)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "17 kernels" in result.stdout.splitlines()[1]
