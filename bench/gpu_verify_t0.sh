@@ -5,10 +5,11 @@
 # local commands), carry=[".wt-training", ".anchors"]:
 #     bash .wt-training/bench/gpu_verify_t0.sh [MODES]         MODES: comma-separated, default all
 # tests:     pytest tests/gpu/test_wgrad_gpu.py + test_training_gpu.py (each test compiles into
-#            its own fresh cache, as tests/conftest.py wants), then a forward subset
-#            (test_hopper_gemm reference checks, test_cuda_graphs without inductor), then
-#            compute-sanitizer memcheck (and racecheck on one call) on bench.sanitizer_wgrad
-#            if the machine has compute-sanitizer and it accepts the device.
+#            its own fresh cache, as tests/conftest.py wants); compute-sanitizer memcheck on
+#            bench.sanitizer_wgrad if the machine has compute-sanitizer (gVisor machines refuse
+#            it: "Device not supported"); after bench and train, with what time is left, a
+#            forward subset (8 test_hopper_gemm reference checks, test_cuda_graphs without
+#            inductor: the merge of main) and racecheck on one wgrad call.
 # bench:     bench.bench_wgrad (dense wgrad + k-grouped vs DeepGEMM 54e2261, built from .anchors
 #            in the background from the start), JSON to $OUT.
 # train:     bench.train_fp8 --steps 120 (FP8 vs BF16: loss gap over the last 20, step times).
@@ -107,8 +108,16 @@ racecheck() {
 
 forward_tests() {
   say "tests: forward subset (the merge: loader.loaded, the F.pad block cast, capture)"
+  local t=tests/gpu/test_hopper_gemm.py
   timeout -k 10 "$(limit 90)" python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/gpu/test_hopper_gemm.py -k "matches_reference or kernels_agree" \
+    "$t::test_dense_gemm_matches_reference[4096-7168-2048]" \
+    "$t::test_dense_gemm_matches_reference[1-576-7168]" \
+    "$t::test_dense_gemm_matches_reference[129-2120-256]" \
+    "$t::test_dense_gemm_matches_reference[33-4104-384]" \
+    "$t::test_dense_gemm_matches_reference[4097-4096-1024]" \
+    "$t::test_hopper_and_portable_kernels_agree" \
+    "$t::test_contiguous_grouped_gemm_matches_reference[8x4096x7168x2048]" \
+    "$t::test_masked_grouped_gemm_matches_reference[4x256x4096x7168]" \
     > "$out/gpu_tests_forward.txt" 2>&1 || fail "forward GPU tests (rc $?)"
   tail -1 "$out/gpu_tests_forward.txt"
   timeout -k 10 "$(limit 90)" python3 -m pytest -q -p no:cacheprovider -rs \
