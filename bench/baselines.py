@@ -50,8 +50,10 @@ def deep_gemm_masked(deep_gemm, a: tuple, b: tuple, d: torch.Tensor, masked_m: t
 
 # --- compiling DeepGEMM's kernels before the timed rounds ------------------------------------------
 # A job names one call by its shape: ("dense", m, n, k), ("contiguous", rows, n, k) with the valid
-# rows of each group, ("masked", rows, max_m, expected_m, n, k). DeepGEMM picks its kernel from
-# these alone, so a call on inputs of the same shape compiles the kernel the timed call will use.
+# rows of each group, ("masked", rows, max_m, expected_m, n, k); the weight gradients
+# ("wgrad", m, n, k) and ("k_grouped", m, n, ks) with ks the tuple of each group's K. DeepGEMM
+# picks its kernel from these alone, so a call on inputs of the same shape compiles the kernel
+# the timed call will use.
 def warm_deep_gemm(jobs: List[tuple], workers: int = 0) -> List[str]:
     """Run DeepGEMM once on each job in parallel worker processes, so that its NVCC JIT (2-6 s
     per kernel, one at a time in the calling process) is paid on every CPU before the timed
@@ -110,6 +112,23 @@ def _call(deep_gemm, dgemm, job: tuple) -> None:
         masked_m = torch.tensor(rows, dtype=torch.int32, device=cuda)
         deep_gemm.m_grouped_fp8_gemm_nt_masked(
             (a[0], dgemm.get_mn_major_tma_aligned_tensor(a[1])), b, d, masked_m, expected_m)
+    elif kind == "wgrad":                   # fp8_gemm_nt(recipe=(1, 1, 128)), fp32 d is c
+        m, n, k = job[1:]
+        a, b = pair(m, k), pair(n, k)
+        d = torch.zeros(m, n, device=cuda)
+        deep_gemm.fp8_gemm_nt((a[0], dgemm.get_mn_major_tma_aligned_tensor(a[1])),
+                              (b[0], dgemm.get_mn_major_tma_aligned_tensor(b[1])), d, c=d,
+                              recipe=(1, 1, 128))
+    elif kind == "k_grouped":               # ("k_grouped", m, n, ks): the host list of K_g
+        m, n, ks = job[1], job[2], list(job[3])
+        total = sum(ks)
+        sa = torch.ones(m, total // 128, device=cuda)
+        sb = torch.ones(n, total // 128, device=cuda)
+        d = torch.zeros(len(ks), m, n, device=cuda)
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(
+            (_fp8_ones(total * m), dgemm.get_mn_major_tma_aligned_tensor(sa)),
+            (_fp8_ones(total * n), dgemm.get_mn_major_tma_aligned_tensor(sb)), d, ks,
+            torch.tensor(ks, dtype=torch.int32, device=cuda), c=d)
     else:
         raise ValueError(f"unknown DeepGEMM warm-up job kind {kind!r}")
 

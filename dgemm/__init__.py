@@ -18,6 +18,8 @@ _EXPORTS = {
     "get_mn_major_tma_aligned_tensor": "utils", "set_num_sms": "utils",
     "get_num_sms": "utils", "ceil_div": "utils", "calc_diff": "utils",
     "warmup": "warm",
+    "k_grouped_fp8_gemm_nt_contiguous": "wgrad",
+    "FP8Linear": "training", "fp8_linear": "training", "FP8Experts": "training",
 }
 # Submodules that `import dgemm` used to load as a side effect; still reachable as attributes.
 _SUBMODULES = ("jit", "gemm", "utils", "heuristics", "kernels", "ops", "warm", "compat")

@@ -232,7 +232,21 @@ def load_kernel(spec, device_index: int, problem: tuple, fingerprint: Optional[t
 def not_warm_message(problem: tuple, device_index: int) -> str:
     kind, m, n, k, num_groups = problem
     what = {"fp8_gemm_nt": f"m={m}", "m_grouped_fp8_gemm_nt_contiguous": f"m_sum={m}",
-            "m_grouped_fp8_gemm_nt_masked": f"expected_m={m}"}[kind]
+            "m_grouped_fp8_gemm_nt_masked": f"expected_m={m}"}.get(kind)
+    if what is None:        # the weight-gradient GEMMs: one kernel serves every K
+        call, warm_call = {
+            "fp8_gemm_nt_wgrad": ("fp8_gemm_nt(recipe=(1, 1, 128))",
+                                  f"dgemm.warmup('fp8_gemm_nt', m={m}, n={n}, "
+                                  f"recipe=(1, 1, 128))"),
+            "k_grouped_fp8_gemm_nt_contiguous": (
+                kind, f"dgemm.warmup('k_grouped_fp8_gemm_nt_contiguous', m={m}, n={n})"),
+        }[kind]
+        return (f"{call}: m={m}, n={n} on cuda:{device_index} needs a kernel that is not "
+                f"loaded yet, and the current stream is capturing a CUDA graph, where dgemm "
+                f"may not compile or load one. Before capturing, run {warm_call} (one kernel "
+                f"serves every K of an m x n weight gradient, and every group count), "
+                f"dgemm.warmup(manifest=...) with a manifest whose \"wgrad\" or \"k_grouped\" "
+                f"section names it, or make this call once outside the capture.")
     groups = f", num_groups={num_groups}" if kind != "fp8_gemm_nt" else ""
     return (f"{kind}: {what}, n={n}, k={k}{groups} on cuda:{device_index} needs a kernel "
             f"that is not loaded yet, and the current stream is capturing a CUDA graph, where "
@@ -349,8 +363,15 @@ def _remember(signature, launched, device, d_shape, a_scales) -> None:
 
 # --- public GEMMs -------------------------------------------------------------------------------
 def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, torch.Tensor],
-                d: Optional[torch.Tensor] = None) -> torch.Tensor:
+                d: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None,
+                recipe=None) -> torch.Tensor:
     """D = A @ B^T with FP8 inputs and fine-grained scales, BF16 output.
+
+    `recipe` None or (1, 128, 128): the forward GEMM below (no `c`). `recipe=(1, 1, 128)`: the
+    weight-gradient GEMM (`dgemm.wgrad`): `a` = (fp8 [m, k], fp32 [m, k / 128]), `b` = (fp8
+    [n, k], fp32 [n, k / 128]) (one scale per row and 128 K on both), `d` fp32 [m, n] and
+    `c` fp32 [m, n] required, d = c + a . b^T, `d` may be `c`; K (the tokens) a multiple of
+    128, 0 allowed.
 
     Requirements:
         K is a multiple of 128; any M >= 0 and N >= 1. A and B are K-major and contiguous, as
@@ -366,13 +387,15 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
         d: bfloat16 `[m, n]` output, or None to allocate it.
 
     Returns:
-        `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None.)
+        `d`. (The operators: `torch.ops.dgemm.fp8_gemm_nt`, `fp8_gemm_nt_alloc` for d=None;
+        with recipe (1, 1, 128): `fp8_wgrad`, `fp8_wgrad_accumulate` for d is c.)
     """
+    if recipe is not None or c is not None:
+        return _with_recipe(a, b, d, c, recipe)
     signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
     fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None:
-        # new_empty: a's device without passing a torch.device (cheaper than torch.empty).
-        out = a[0].new_empty(fast.d_shape, dtype=_BF16) if d is None else d
+        out = fast.new_d(fast.d_shape, fast.d_strides) if d is None else d
         if fast.run(a[0], a[1], b[0], b[1], out, None):
             return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
@@ -401,6 +424,18 @@ def _scales_for_kernel(a_scales: torch.Tensor) -> torch.Tensor:
                          f"got {a_scales.data_ptr():#x} (a view with an unaligned offset?). "
                          f"Clone it, or pass them row-major.")
     return a_scales
+
+
+def _with_recipe(a, b, d, c, recipe) -> torch.Tensor:
+    """fp8_gemm_nt with a recipe or a `c`: the weight-gradient GEMM, or the forward one."""
+    from . import wgrad
+    if wgrad.check_recipe("fp8_gemm_nt", recipe) == wgrad.WGRAD_RECIPE:
+        return wgrad.wgrad_gemm_nt(a, b, d, c)
+    if c is not None:
+        raise ValueError(f"fp8_gemm_nt: c (accumulation) needs recipe={wgrad.WGRAD_RECIPE} "
+                         f"(fp32 d = c + a . b^T); the forward recipe {wgrad.FPROP_RECIPE} "
+                         f"writes bf16 d and takes no c")
+    return fp8_gemm_nt(a, b, d)
 
 
 def _checked_dense(a, b, d, real: Optional[bool] = None) -> tuple:

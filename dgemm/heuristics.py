@@ -12,14 +12,19 @@ from typing import Optional
 
 from .jit import state
 from .kernels import family as kernel_family
-from .kernels import hopper_fp8, portable_fp8
+from .kernels import hopper_fp8, hopper_wgrad, portable_fp8, portable_wgrad
 from .kernels.spec import FORMAT_VERSION, KernelSpec
 
 KINDS = ("fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked")
+# The weight-gradient GEMMs (recipe (1, 1, 128)): their own kernel families, K at run time.
+# `k` of a k-grouped problem is the K of one group (any: it does not enter the spec).
+WGRAD_KINDS = ("fp8_gemm_nt_wgrad", "k_grouped_fp8_gemm_nt_contiguous")
 GEMM_TYPES = {
     "fp8_gemm_nt": "normal",
     "m_grouped_fp8_gemm_nt_contiguous": "grouped_contiguous",
     "m_grouped_fp8_gemm_nt_masked": "grouped_masked",
+    "fp8_gemm_nt_wgrad": "normal",
+    "k_grouped_fp8_gemm_nt_contiguous": "normal",
 }
 BLOCK_K = hopper_fp8.BLOCK_K       # one FP8 scale block along K; fixed by the scaling recipe
 
@@ -39,13 +44,16 @@ def select(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int 
     (the masked layout's `expected_m`, the contiguous layout's total rows). `family` forces a
     kernel family (e.g. the portable one as an oracle on Hopper); default: `family_for(arch)`."""
     if kind not in GEMM_TYPES:
-        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise ValueError(f"unknown kernel kind {kind!r}; expected one of "
+                         f"{', '.join(KINDS + WGRAD_KINDS)}")
     for name, value in (("m", m), ("n", n), ("k", k), ("num_groups", num_groups),
                         ("num_sms", num_sms)):
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"select: {name} must be a positive int; got {value!r}")
     if k % BLOCK_K != 0:
         raise ValueError(f"select: k must be a multiple of {BLOCK_K}; got {k}")
+    if kind in WGRAD_KINDS:
+        return _select_wgrad(m, n, k, num_groups, num_sms, arch, family)
     name = family or family_for(arch)
     if name == hopper_fp8.NAME and arch not in hopper_fp8.ARCHS:
         raise ValueError(f"select: the {name} kernel runs on {', '.join(hopper_fp8.ARCHS)} "
@@ -55,6 +63,25 @@ def select(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int 
     if forced is not None and spec.kernel == hopper_fp8.NAME:
         spec = hopper_fp8.with_tile(spec, *forced)
     return spec
+
+
+def wgrad_family_for(arch: str, family: Optional[str] = None) -> str:
+    """The weight-gradient family for `arch`; forcing the portable forward family (the oracle,
+    DGEMM_FORCE_PORTABLE) forces the portable wgrad family too."""
+    if family in (portable_fp8.NAME, portable_wgrad.NAME):
+        return portable_wgrad.NAME
+    if family in (hopper_fp8.NAME, hopper_wgrad.NAME) or family is None:
+        return hopper_wgrad.NAME if arch in hopper_wgrad.ARCHS else portable_wgrad.NAME
+    raise ValueError(f"select: unknown kernel family {family!r}")
+
+
+def _select_wgrad(m: int, n: int, k: int, num_groups: int, num_sms: int, arch: str,
+                  family: Optional[str]) -> KernelSpec:
+    name = wgrad_family_for(arch, family)
+    if name == hopper_wgrad.NAME and arch not in hopper_wgrad.ARCHS:
+        raise ValueError(f"select: the {name} kernel runs on {', '.join(hopper_wgrad.ARCHS)} "
+                         f"only; got arch {arch!r}")
+    return kernel_family(name).select("normal", m, n, k, num_groups, num_sms, arch)
 
 
 def candidates(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int = 132,
@@ -83,5 +110,5 @@ def forced_tile(block_m: int, block_n: int, num_tma_multicast: int = 1,
         _forced.set(None)
 
 
-__all__ = ["KINDS", "GEMM_TYPES", "BLOCK_K", "FORMAT_VERSION", "KernelSpec", "family_for",
+__all__ = ["KINDS", "WGRAD_KINDS", "GEMM_TYPES", "wgrad_family_for", "BLOCK_K", "FORMAT_VERSION", "KernelSpec", "family_for",
            "select", "candidates", "forced_tile"]

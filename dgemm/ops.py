@@ -7,6 +7,17 @@
                                              Tensor(a!) d, Tensor m_indices) -> ()
     dgemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sa, Tensor b, Tensor sb,
                                          Tensor(a!) d, Tensor masked_m, int expected_m) -> ()
+    dgemm::fp8_wgrad(Tensor a, Tensor sa, Tensor b, Tensor sb, Tensor c, Tensor(a!) d) -> ()
+    dgemm::fp8_wgrad_accumulate(Tensor a, Tensor sa, Tensor b, Tensor sb, Tensor(a!) d) -> ()
+    dgemm::k_grouped_fp8_wgrad(Tensor a, Tensor sa, Tensor b, Tensor sb, Tensor c,
+                               Tensor(a!) d, int[] ks, Tensor grouped_layout) -> ()
+    dgemm::k_grouped_fp8_wgrad_accumulate(Tensor a, Tensor sa, Tensor b, Tensor sb,
+                                          Tensor(a!) d, int[] ks, Tensor grouped_layout) -> ()
+
+The wgrad operators (recipe (1, 1, 128): `fp8_gemm_nt(..., c=c, recipe=(1, 1, 128))` and
+`k_grouped_fp8_gemm_nt_contiguous`) come in two forms, because an operator may not take one
+tensor as both a read input and its written output: `d = c + a . b^T` with separate `c`, and
+the `_accumulate` form for `d is c` (`d += a . b^T`).
 
 The operators that take `d` write it in place and declare so (`Tensor(a!) d`), so
 functionalization (torch.compile's AOT stage) turns them into their functional form and back;
@@ -64,6 +75,37 @@ def m_grouped_fp8_gemm_nt_masked(a: torch.Tensor, sa: torch.Tensor, b: torch.Ten
     _gemm().m_grouped_fp8_gemm_nt_masked_op(a, sa, b, sb, d, masked_m, expected_m)
 
 
+@torch.library.custom_op(f"{NAMESPACE}::fp8_wgrad", mutates_args=("d",))
+def fp8_wgrad(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+              c: torch.Tensor, d: torch.Tensor) -> None:
+    _wgrad().fp8_wgrad_op(a, sa, b, sb, c, d)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::fp8_wgrad_accumulate", mutates_args=("d",))
+def fp8_wgrad_accumulate(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+                         d: torch.Tensor) -> None:
+    _wgrad().fp8_wgrad_accumulate_op(a, sa, b, sb, d)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::k_grouped_fp8_wgrad", mutates_args=("d",))
+def k_grouped_fp8_wgrad(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+                        c: torch.Tensor, d: torch.Tensor, ks: list[int],
+                        grouped_layout: torch.Tensor) -> None:
+    _wgrad().k_grouped_fp8_wgrad_op(a, sa, b, sb, c, d, ks, grouped_layout)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::k_grouped_fp8_wgrad_accumulate", mutates_args=("d",))
+def k_grouped_fp8_wgrad_accumulate(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor,
+                                   sb: torch.Tensor, d: torch.Tensor, ks: list[int],
+                                   grouped_layout: torch.Tensor) -> None:
+    _wgrad().k_grouped_fp8_wgrad_accumulate_op(a, sa, b, sb, d, ks, grouped_layout)
+
+
+def _wgrad():
+    from . import wgrad
+    return wgrad
+
+
 # --- fake implementations: output shapes, nothing else -----------------------------------------
 @fp8_gemm_nt.register_fake
 def _(a, sa, b, sb, d):
@@ -85,11 +127,21 @@ def _(a, sa, b, sb, d, masked_m, expected_m):
     return None
 
 
+for _op in (fp8_wgrad, fp8_wgrad_accumulate, k_grouped_fp8_wgrad,
+            k_grouped_fp8_wgrad_accumulate):
+    _op.register_fake(lambda *args: None)
+
+
 # The overloads the public functions call (an OpOverload skips the packet's overload lookup).
 FP8_GEMM_NT = torch.ops.dgemm.fp8_gemm_nt.default
 FP8_GEMM_NT_ALLOC = torch.ops.dgemm.fp8_gemm_nt_alloc.default
 M_GROUPED_CONTIGUOUS = torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous.default
 M_GROUPED_MASKED = torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked.default
+FP8_WGRAD = torch.ops.dgemm.fp8_wgrad.default
+FP8_WGRAD_ACCUMULATE = torch.ops.dgemm.fp8_wgrad_accumulate.default
+K_GROUPED_WGRAD = torch.ops.dgemm.k_grouped_fp8_wgrad.default
+K_GROUPED_WGRAD_ACCUMULATE = torch.ops.dgemm.k_grouped_fp8_wgrad_accumulate.default
 
 __all__ = ["NAMESPACE", "fp8_gemm_nt", "fp8_gemm_nt_alloc", "m_grouped_fp8_gemm_nt_contiguous",
-           "m_grouped_fp8_gemm_nt_masked"]
+           "m_grouped_fp8_gemm_nt_masked", "fp8_wgrad", "fp8_wgrad_accumulate",
+           "k_grouped_fp8_wgrad", "k_grouped_fp8_wgrad_accumulate"]

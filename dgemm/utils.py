@@ -109,9 +109,9 @@ def per_block_cast_to_fp8(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         `(x_fp8 [n, k] float8_e4m3fn, scales [ceil(n / 128), ceil(k / 128)] float32)`.
     """
     n, k = _check_2d_k_multiple("per_block_cast_to_fp8", x)
-    padded = torch.zeros((align(n, SCALE_BLOCK), align(k, SCALE_BLOCK)), dtype=torch.float32,
-                         device=x.device)
-    padded[:n, :k] = x.float()
+    # Zero padding by F.pad (no in-place copy): also traces on fake CUDA tensors of a CPU host.
+    padded = torch.nn.functional.pad(x.float(), (0, align(k, SCALE_BLOCK) - k,
+                                                 0, align(n, SCALE_BLOCK) - n))
     blocks = padded.view(padded.shape[0] // SCALE_BLOCK, SCALE_BLOCK,
                          padded.shape[1] // SCALE_BLOCK, SCALE_BLOCK)
     amax = blocks.abs().amax(dim=(1, 3), keepdim=True).clamp(min=_AMAX_FLOOR)

@@ -11,6 +11,13 @@ prewarm with this GPU's `--arch` and `--num-sms` fills the cache with exactly th
     dgemm.warmup("fp8_gemm_nt", m=range(1, 4097), n=2112, k=7168)
     dgemm.warmup("m_grouped_fp8_gemm_nt_masked", m=[256], n=4096, k=7168, num_groups=8)
     dgemm.warmup(manifest="deepseek_v3", m="1-4096")   # a preset name or a manifest file/dict
+
+The weight-gradient GEMMs (recipe (1, 1, 128)) warm the same way; their kernels take K at run
+time, so an M x N weight needs one kernel whatever the tokens (k may be left out), and the
+k-grouped GEMM one per M x N whatever its groups:
+
+    dgemm.warmup("fp8_gemm_nt", m=7168, n=2048, recipe=(1, 1, 128))      # dW of a 2048->7168
+    dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168)       # each expert's dW
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ class WarmupReport:
 
 
 def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
-           k: Optional[int] = None, num_groups: int = 1, *,
+           k: Optional[int] = None, num_groups: int = 1, *, recipe=None,
            manifest: Union[None, str, os.PathLike, dict] = None,
            contiguous_spread: float = 0.0, device: Union[None, int, str, torch.device] = None,
            jobs: int = 1) -> WarmupReport:
@@ -56,6 +63,11 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
             grouped kinds). `m` is what the calls pass: the rows of A (dense), the total rows
             m_sum (contiguous), or `expected_m` (masked); an int, an iterable of ints or a
             range string such as "1-4096" or "128-16384:128".
+            The weight gradients: "fp8_gemm_nt" with `recipe=(1, 1, 128)` (the calls'
+            recipe; "fp8_gemm_nt_wgrad" names the same), or
+            "k_grouped_fp8_gemm_nt_contiguous"; `m` and `n` are d's [m, n] (per group), `k`
+            (the tokens) may be left out and `num_groups` does not matter: neither enters
+            the kernel.
         manifest: instead of `kind`: a preset name (e.g. "deepseek_v3"), a manifest file or a
             manifest dict as `dgemm-cache prewarm` reads it; `m` then adds M values to its
             dense shapes and `contiguous_spread` widens its contiguous totals as prewarm's
@@ -72,7 +84,7 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
     if torch.cuda.is_current_stream_capturing():
         raise RuntimeError("dgemm.warmup: the current stream is capturing a CUDA graph; call "
                            "warmup before the capture starts (it compiles and loads kernels)")
-    problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
+    problem_list = problems(kind, m, n, k, num_groups, recipe=recipe, manifest=manifest,
                             contiguous_spread=contiguous_spread)
     selection = gemm.selection_for(index)
     served = manifests.specs_for(problem_list, **selection)
@@ -90,8 +102,11 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
 def _add_decided_specs(served: dict, problem_list: list, index: int, selection: dict) -> None:
     """With DGEMM_AUTOTUNE on, a call runs its shape class's decision, which may name another
     kernel than the heuristic's: resolve every class now (found in a tier, or timed once in the
-    cluster), outside any capture, so the kernels the captured calls will pick are loaded too."""
+    cluster), outside any capture, so the kernels the captured calls will pick are loaded too.
+    The weight-gradient GEMMs are not autotuned: their calls run the heuristic's kernel."""
     for problem in problem_list:
+        if problem.kind not in heuristics.KINDS:
+            continue
         spec = gemm.choose_spec(problem.kind, problem.m, problem.n, problem.k,
                                 problem.num_groups, selection["num_sms"], selection["arch"],
                                 index)
@@ -100,29 +115,35 @@ def _add_decided_specs(served: dict, problem_list: list, index: int, selection: 
 
 def plan(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
          k: Optional[int] = None, num_groups: int = 1, *, num_sms: int, arch: str,
-         family: Optional[str] = None, manifest=None,
+         family: Optional[str] = None, recipe=None, manifest=None,
          contiguous_spread: float = 0.0) -> dict[KernelSpec, list]:
     """The specs `warmup` would load for a GPU of `arch` with `num_sms` SMs, each with the calls
     (`manifest.Problem`) it serves; no GPU needed. With DGEMM_AUTOTUNE on, `warmup` also loads
     the kernels of its shape classes' decisions, which this plan (no GPU to time on) leaves
     out."""
-    problem_list = problems(kind, m, n, k, num_groups, manifest=manifest,
+    problem_list = problems(kind, m, n, k, num_groups, recipe=recipe, manifest=manifest,
                             contiguous_spread=contiguous_spread)
     return manifests.specs_for(problem_list, num_sms, arch, family)
 
 
-def problems(kind, m, n, k, num_groups=1, *, manifest=None,
+_PUBLIC_KINDS = heuristics.KINDS + ("k_grouped_fp8_gemm_nt_contiguous",)
+
+
+def problems(kind, m, n, k, num_groups=1, *, recipe=None, manifest=None,
              contiguous_spread: float = 0.0) -> list:
     """The calls (`manifest.Problem`) named by `warmup`'s arguments."""
     if manifest is not None:
-        if kind is not None or n is not None or k is not None:
+        if kind is not None or n is not None or k is not None or recipe is not None:
             raise ValueError("dgemm.warmup: pass either a manifest (and optionally m, extra M "
                              "values for its dense shapes) or kind, m, n and k; not both")
         extra = [] if m is None else _m_values(m)
         return manifests.problems(_load_manifest(manifest), extra, contiguous_spread)
-    if kind not in heuristics.KINDS:
-        raise ValueError(f"dgemm.warmup: kind must be one of {', '.join(heuristics.KINDS)} (or "
+    if kind not in _PUBLIC_KINDS + (_WGRAD_DENSE,):
+        raise ValueError(f"dgemm.warmup: kind must be one of {', '.join(_PUBLIC_KINDS)} (or "
                          f"pass manifest=...); got {kind!r}")
+    wgrad_kind = _wgrad_kind(kind, recipe)
+    if wgrad_kind is not None:
+        return _wgrad_problems(wgrad_kind, m, n, k, num_groups)
     if m is None or n is None or k is None:
         raise ValueError(f"dgemm.warmup: {kind} needs m (the M values the calls use), n and k; "
                          f"got m={m!r}, n={n!r}, k={k!r}")
@@ -132,6 +153,46 @@ def problems(kind, m, n, k, num_groups=1, *, manifest=None,
     if k % heuristics.BLOCK_K != 0:
         raise ValueError(f"dgemm.warmup: k must be a multiple of {heuristics.BLOCK_K}; got {k}")
     if kind == "fp8_gemm_nt" and num_groups != 1:
+        raise ValueError(f"dgemm.warmup: fp8_gemm_nt has no groups; got num_groups={num_groups}")
+    return [manifests.Problem(kind, value, n, k, num_groups) for value in _m_values(m)]
+
+
+_WGRAD_DENSE = "fp8_gemm_nt_wgrad"        # heuristics' kind for fp8_gemm_nt(recipe=(1, 1, 128))
+
+
+def _wgrad_kind(kind: str, recipe) -> Optional[str]:
+    """The weight-gradient kind `kind` with `recipe` names, or None for a forward GEMM."""
+    from . import wgrad
+    chosen = wgrad.check_recipe("dgemm.warmup", recipe)       # None: the forward recipe
+    if kind in heuristics.WGRAD_KINDS:
+        if recipe is not None and chosen is None:
+            raise ValueError(f"dgemm.warmup: {kind} is a weight-gradient GEMM; its recipe is "
+                             f"{wgrad.WGRAD_RECIPE} (or leave recipe out); got {recipe!r}")
+        return kind
+    if chosen is None:
+        return None
+    if kind != "fp8_gemm_nt":
+        raise ValueError(f"dgemm.warmup: recipe {wgrad.WGRAD_RECIPE} applies to fp8_gemm_nt "
+                         f"(and k_grouped_fp8_gemm_nt_contiguous); {kind} runs the forward "
+                         f"recipe only")
+    return _WGRAD_DENSE
+
+
+def _wgrad_problems(kind: str, m, n, k, num_groups) -> list:
+    """A weight-gradient warm-up: M x N per call (d's shape, per group); K and the group count
+    do not enter the kernel, so they default to one K block and one group."""
+    if m is None or n is None:
+        raise ValueError(f"dgemm.warmup: {kind} needs m and n (d is [m, n]"
+                         f"{' per group' if kind != _WGRAD_DENSE else ''}); got m={m!r}, "
+                         f"n={n!r}")
+    k = heuristics.BLOCK_K if k is None else k
+    for name, value in (("n", n), ("k", k), ("num_groups", num_groups)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"dgemm.warmup: {name} must be a positive int; got {value!r}")
+    if k % heuristics.BLOCK_K != 0:
+        raise ValueError(f"dgemm.warmup: k (the tokens) must be a multiple of "
+                         f"{heuristics.BLOCK_K}; got {k}")
+    if kind == _WGRAD_DENSE and num_groups != 1:
         raise ValueError(f"dgemm.warmup: fp8_gemm_nt has no groups; got num_groups={num_groups}")
     return [manifests.Problem(kind, value, n, k, num_groups) for value in _m_values(m)]
 

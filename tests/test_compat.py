@@ -36,11 +36,12 @@ _KIND = {"POSITIONAL_ONLY": inspect.Parameter.POSITIONAL_ONLY,
 # --- names and parameters -------------------------------------------------------------------------
 def test_the_recorded_list_holds_the_hopper_api_the_issue_names():
     assert len(API["hopper_api"]) == 18
+    assert API["training_api"] == ["k_grouped_fp8_gemm_nt_contiguous"]
     assert API["functions"]["fp8_m_grouped_gemm_nt_masked"]["alias_of"] == \
         "m_grouped_fp8_gemm_nt_masked"
 
 
-@pytest.mark.parametrize("name", API["hopper_api"])
+@pytest.mark.parametrize("name", API["hopper_api"] + API["training_api"])
 def test_every_hopper_name_takes_deep_gemms_parameters_in_order_with_its_defaults(name):
     recorded = API["functions"][name]["params"]
     params = list(inspect.signature(getattr(dg, name)).parameters.values())
@@ -78,6 +79,7 @@ def test_the_recorder_reproduces_the_checked_in_list_from_the_anchor_tarball():
         sys.path.remove(str(REPO / "tools"))
     recorded = record_deep_gemm_api.record(tarball)
     assert recorded["functions"] == API["functions"]
+    assert recorded["training_api"] == API["training_api"]
 
 
 # --- calls and unsupported options (fake CUDA tensors: no GPU) ------------------------------------
@@ -144,8 +146,9 @@ def test_the_masked_gemm_and_its_alias_run(fake_cuda):
 
 @pytest.mark.parametrize("change, option", [
     (lambda a, b, d: dict(c=d), r"\bc \(accumulating"),
-    (lambda a, b, d: dict(recipe=(1, 1, 128)), r"recipe=\(1, 1, 128\)"),
-    (lambda a, b, d: dict(recipe_a=(1, 128), recipe_b=(1, 128)), r"recipe_b=\(1, 128\)"),
+    (lambda a, b, d: dict(recipe=(1, 1, 32)), r"recipe=\(1, 1, 32\)"),
+    (lambda a, b, d: dict(recipe=(1, 128, 32)), r"recipe=\(1, 128, 32\)"),
+    (lambda a, b, d: dict(recipe_a=(1, 128), recipe_b=(1, 32)), r"recipe_b=\(1, 32\)"),
     (lambda a, b, d: dict(a=(a[0], a[1].to(torch.int32))), r"packed UE8M0 scales \(a\[1\]"),
     (lambda a, b, d: dict(b=(b[0].view(torch.int8), b[1])), r"FP4 operands \(b\[0\]"),
     (lambda a, b, d: dict(a=(torch.empty(256, 64, dtype=FP8, device="cuda").t(), a[1])),
@@ -159,6 +162,119 @@ def test_unsupported_options_raise_not_implemented_error_naming_the_option(chang
     arguments.update(change(a, b, d))
     with pytest.raises(NotImplementedError, match=option):
         dg.fp8_gemm_nt(**arguments)
+
+
+# --- the training entry points (recipe (1, 1, 128)) ---------------------------------------------
+F32 = torch.float32
+
+
+def _wgrad_pairs(m=256, n=384, k=512):
+    a = (torch.empty(m, k, dtype=FP8, device="cuda"), torch.empty(m, k // 128, device="cuda"))
+    b = (torch.empty(n, k, dtype=FP8, device="cuda"), torch.empty(n, k // 128, device="cuda"))
+    return a, b, torch.empty(m, n, dtype=F32, device="cuda")
+
+
+def _k_grouped_args(ks=(128, 0, 384), m=256, n=384):
+    """DeepGEMM's own test layout: 1-D K-major groups back to back, MN-major scale views."""
+    total, groups = sum(ks), len(ks)
+    a = (torch.empty(total * m, dtype=FP8, device="cuda"),
+         torch.empty(total // 128, m, device="cuda").t())
+    b = (torch.empty(total * n, dtype=FP8, device="cuda"),
+         torch.empty(total // 128, n, device="cuda").t())
+    layout = torch.empty(groups, dtype=torch.int32, device="cuda")
+    return a, b, torch.empty(groups, m, n, dtype=F32, device="cuda"), list(ks), layout
+
+
+def _traced_ops(fn, *args):
+    """The call_function targets of `fn(*args)` traced with torch.compile(fullgraph=True)."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(fn, backend=keep, fullgraph=True)(*args)
+    torch._dynamo.reset()
+    return [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("recipe", [dict(recipe=(1, 1, 128)), dict(recipe=[1, 1, 128]),
+                                    dict(recipe_a=(1, 128), recipe_b=(1, 128))])
+def test_fp8_gemm_nt_with_c_and_the_wgrad_recipe_is_dgemms_weight_gradient(recipe, fake_cuda):
+    a, b, d = _wgrad_pairs()
+    c = torch.empty_like(d)
+    assert dg.fp8_gemm_nt(a, b, d, c=c, compiled_dims="nk", disable_ue8m0_cast=True,
+                          **recipe) is None
+    assert dg.fp8_gemm_nt(a, b, d, d, **recipe) is None             # c positional, d is c
+    assert _traced_ops(lambda a, b, c, d: dg.fp8_gemm_nt(a, b, d, c=c, **recipe), a, b, c, d) \
+        == [torch.ops.dgemm.fp8_wgrad.default]
+    assert _traced_ops(lambda a, b, d: dg.fp8_gemm_nt(a, b, d, c=d, **recipe), a, b, d) \
+        == [torch.ops.dgemm.fp8_wgrad_accumulate.default]
+
+
+def test_the_drop_in_weight_gradient_keeps_dgemms_checks(fake_cuda):
+    a, b, d = _wgrad_pairs()
+    with pytest.raises(TypeError, match=r"c \(the fp32 tensor to accumulate onto\) is required"):
+        dg.fp8_gemm_nt(a, b, d, recipe=(1, 1, 128))
+    bf16_d = d.to(BF16)
+    with pytest.raises(TypeError, match=r"\bd\b.*float32"):
+        dg.fp8_gemm_nt(a, b, bf16_d, c=bf16_d, recipe=(1, 1, 128))
+
+
+def test_k_grouped_takes_deep_gemms_layout_positionally_and_by_keyword(fake_cuda):
+    a, b, d, ks, layout = _k_grouped_args()
+    c = torch.empty_like(d)
+    assert dg.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c) is None
+    assert dg.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks_cpu=ks, grouped_layout=layout, c=c,
+                                               recipe=(1, 1, 128), compiled_dims="mn",
+                                               use_psum_layout=False) is None
+    assert _traced_ops(lambda a, b, d: dg.k_grouped_fp8_gemm_nt_contiguous(
+        a, b, d, ks, layout, c=d), a, b, d) == [torch.ops.dgemm.k_grouped_fp8_wgrad_accumulate
+                                                .default]
+
+
+def test_k_grouped_reads_only_the_element_count_of_a_contiguous_operand(fake_cuda):
+    a, b, d, ks, layout = _k_grouped_args()
+    total = sum(ks)
+    a2 = (a[0].view(total, -1), a[1])             # [sum K, m]: DeepGEMM checks numel only
+    assert dg.k_grouped_fp8_gemm_nt_contiguous(a2, b, d, ks, layout, c=d) is None
+    with pytest.raises(ValueError, match=r"a\[0\] must be 1-D with sum\(ks_cpu\) \* m"):
+        short = torch.empty(a[0].numel() - 128, dtype=FP8, device="cuda")
+        dg.k_grouped_fp8_gemm_nt_contiguous((short, a[1]), b, d, ks, layout, c=d)
+
+
+@pytest.mark.parametrize("change, option", [
+    (dict(use_psum_layout=True), r"use_psum_layout=True"),
+    (dict(recipe=(1, 1, 32)), r"recipe=\(1, 1, 32\)"),
+    (dict(recipe=(1, 128, 128)), r"recipe=\(1, 128, 128\)"),
+    (dict(a="int32 scales"), r"packed UE8M0 scales \(a\[1\]"),
+    (dict(b="fp4"), r"FP4 operands \(b\[0\]"),
+])
+def test_k_grouped_options_dgemm_cannot_honour_raise_not_implemented_error(change, option,
+                                                                           fake_cuda):
+    a, b, d, ks, layout = _k_grouped_args()
+    arguments = dict(a=a, b=b, d=d, ks_cpu=ks, grouped_layout=layout, c=d)
+    if change.get("a") == "int32 scales":
+        change = dict(a=(a[0], a[1].to(torch.int32)))
+    if change.get("b") == "fp4":
+        change = dict(b=(b[0].view(torch.int8), b[1]))
+    arguments.update(change)
+    with pytest.raises(NotImplementedError, match=option):
+        dg.k_grouped_fp8_gemm_nt_contiguous(**arguments)
+
+
+def test_the_m_grouped_gemms_refuse_the_weight_gradient_recipe(fake_cuda):
+    a = (torch.empty(256, 256, dtype=FP8, device="cuda"), torch.empty(256, 2, device="cuda"))
+    b = (torch.empty(2, 256, 256, dtype=FP8, device="cuda"), torch.empty(2, 256, 2, device="cuda"))
+    d = torch.empty(256, 256, dtype=BF16, device="cuda")
+    layout = torch.empty(256, dtype=torch.int32, device="cuda")
+    with pytest.raises(NotImplementedError, match=r"k_grouped_fp8_gemm_nt_contiguous"):
+        dg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, recipe=(1, 1, 128))
+    with pytest.raises(NotImplementedError, match=r"weight-gradient recipe"):
+        dg.m_grouped_fp8_gemm_nt_masked(a, b, d, layout, 64, recipe_a=(1, 128),
+                                        recipe_b=(1, 128))
 
 
 def test_psum_layout_raises_not_implemented_error(fake_cuda):

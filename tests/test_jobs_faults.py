@@ -325,7 +325,8 @@ def test_export_replaces_an_existing_regular_file(capsys, disk, tmp_path):
 # ------------------------------------------------------------------------------------------------
 DEEP = "[" * 100_000
 DENSE = {"m": [64], "nk": [[256, 512]]}
-NO_SHAPES = 'names no shapes: expected "dense", "grouped_contiguous" and/or "grouped_masked"'
+NO_SHAPES = ('names no shapes: expected "dense", "grouped_contiguous", "grouped_masked", "wgrad" '
+             'and/or "k_grouped"')
 BAD_MANIFESTS = [
     ('{"dense": []}', '"dense" must be an object'),
     ("{}", NO_SHAPES),

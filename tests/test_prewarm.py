@@ -73,10 +73,11 @@ def test_contiguous_spread_adds_every_reachable_total_m():
     assert manifest.contiguous_total_ms(2, 200, 0.0) == [400, 512]
 
 
-def test_the_deepseek_v3_preset_covers_all_three_kinds():
+def test_the_deepseek_v3_preset_covers_every_kind_forward_and_weight_gradient():
     problems = manifest.problems(manifest.load_preset("deepseek_v3"))
     assert {p.kind for p in problems} == {
-        "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"}
+        "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+        "fp8_gemm_nt_wgrad", "k_grouped_fp8_gemm_nt_contiguous"}
 
 
 def test_a_malformed_manifest_is_rejected_with_exit_code_2(tmp_path, capsys, cache):

@@ -58,6 +58,19 @@ def test_the_portable_family_can_be_planned_as_dgemm_force_portable_does():
     (dict(kind="fp8_gemm_nt", m="4-x", n=256, k=256), r"bad M range"),
     (dict(kind="fp8_gemm_nt", manifest="deepseek_v3", m=[4], n=256, k=256), r"not both"),
     (dict(manifest={"dense": []}), r"must be an object"),
+    (dict(manifest="deepseek_v3", recipe=(1, 1, 128)), r"not both"),
+    (dict(kind="fp8_gemm_nt", m=[4096], recipe=(1, 1, 128)), r"needs m and n"),
+    (dict(kind="fp8_gemm_nt", m=[4096], n=7168, k=4000, recipe=(1, 1, 128)),
+     r"k \(the tokens\) must be a multiple of 128"),
+    (dict(kind="fp8_gemm_nt", m=[4096], n=7168, num_groups=2, recipe=(1, 1, 128)),
+     r"has no groups"),
+    (dict(kind="fp8_gemm_nt", m=[4096], n=7168, recipe=(1, 1, 64)), r"recipe \(1, 1, 64\) is "
+                                                                      r"not supported"),
+    (dict(kind="m_grouped_fp8_gemm_nt_masked", m=[64], n=256, k=256, num_groups=2,
+          recipe=(1, 1, 128)), r"applies to fp8_gemm_nt"),
+    (dict(kind="k_grouped_fp8_gemm_nt_contiguous", m=[64], n=256, recipe=(1, 128, 128)),
+     r"weight-gradient GEMM; its recipe is \(1, 1, 128\)"),
+    (dict(kind="k_grouped_fp8_gemm_nt_contiguous", n=256), r"needs m and n"),
 ])
 def test_malformed_warmup_arguments_raise_value_error(arguments, message):
     with pytest.raises(ValueError, match=message):
@@ -106,3 +119,107 @@ def test_warmup_during_a_capture_refuses_to_start(capturing):
 def test_warmup_refuses_a_cpu_device():
     with pytest.raises(ValueError, match=r"must be a CUDA device"):
         dgemm.warmup("fp8_gemm_nt", m=[64], n=256, k=256, device="cpu")
+
+
+# --- the weight-gradient GEMMs (recipe (1, 1, 128)) ----------------------------------------------
+WGRAD = (1, 1, 128)
+
+
+def test_a_weight_gradient_warmup_plans_one_kernel_per_m_and_n_whatever_k_and_the_groups():
+    dense = warm.plan("fp8_gemm_nt", m=[7168, 2112], n=2048, recipe=WGRAD, **HOPPER)
+    assert list(dense) == sorted({heuristics.select("fp8_gemm_nt_wgrad", m, 2048, k, 1, **HOPPER)
+                                  for m in (7168, 2112) for k in (128, 4096, 16384)},
+                                 key=lambda spec: spec.to_json())
+    assert list(dense) == list(warm.plan("fp8_gemm_nt_wgrad", m=[7168, 2112], n=2048, k=8192,
+                                         **HOPPER))
+    grouped = warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, **HOPPER)
+    assert list(grouped) == [heuristics.select("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168,
+                                               2048, 16, **HOPPER)]
+    assert list(grouped) == list(warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168,
+                                           k=1024, num_groups=8, recipe=WGRAD, **HOPPER))
+
+
+@pytest.fixture
+def hopper_without_a_gpu(monkeypatch):
+    """warmup and the wgrad calls' kernel lookup on a CPU host, as on an H100/H200: device 0
+    is sm_90a with 132 SMs, and 'loading' a kernel puts a stand-in in the loader's table (what
+    loader.loaded reads), so a lookup afterwards finds it as a real process would."""
+    from dgemm import utils
+    from dgemm.jit import env
+    from dgemm.kernels import loader
+    loads = []
+
+    def load(spec, index, problem, fingerprint=None):
+        if torch.cuda.is_current_stream_capturing():
+            raise KernelNotWarmError(gemm.not_warm_message(problem, index))
+        loads.append(spec)
+        key = (spec, index, fingerprint or env.build_fingerprint())
+        loader._kernels[key] = f"kernel for {spec.kernel} n={spec.n}"
+        return loader._kernels[key]
+
+    monkeypatch.setattr(warm, "_device_index", lambda device: 0)
+    monkeypatch.setattr(gemm, "_device_arch", lambda index: "sm_90a")
+    monkeypatch.setattr(utils, "get_num_sms_for", lambda index: 132)
+    monkeypatch.setattr(gemm, "load_kernel", load)
+    return loads
+
+
+def _captured_lookup(monkeypatch, kind, m, n, k, groups=1):
+    """The kernel a wgrad call would launch, looked up while a CUDA graph is being captured."""
+    from dgemm import wgrad
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    try:
+        return wgrad._kernel_for(kind, m, n, k, groups, torch.device("cuda", 0))
+    finally:
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+
+
+def test_after_a_weight_gradient_warmup_captured_calls_of_any_k_find_their_kernel_loaded(
+        hopper_without_a_gpu, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    report = dgemm.warmup("fp8_gemm_nt", m=[7168, 2112], n=2048, recipe=WGRAD)
+    assert set(hopper_without_a_gpu) == set(report.specs)
+    dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168)
+    for m, k in ((7168, 128), (7168, 16384), (2112, 4096)):
+        family, spec, kernel = _captured_lookup(monkeypatch, "fp8_gemm_nt_wgrad", m, 2048, k)
+        assert spec in report.specs and kernel is not None
+    for k, groups in ((128, 4), (8192, 16)):       # K = the largest group's, any group count
+        _captured_lookup(monkeypatch, "k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, k, groups)
+
+
+def test_a_manifest_warmup_loads_what_the_training_calls_select(hopper_without_a_gpu,
+                                                                monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    preset = manifests.load_preset("deepseek_v3")
+    dgemm.warmup(manifest={"wgrad": preset["wgrad"], "k_grouped": preset["k_grouped"]})
+    for m, n in preset["wgrad"]["mn"]:
+        _captured_lookup(monkeypatch, "fp8_gemm_nt_wgrad", m, n, 12288)
+    for entry in preset["k_grouped"]:
+        _captured_lookup(monkeypatch, "k_grouped_fp8_gemm_nt_contiguous", entry["m"],
+                         entry["n"], 3 * entry["k_per_group"], entry["groups"])
+
+
+@pytest.mark.parametrize("kind, m, n, groups, call", [
+    ("fp8_gemm_nt_wgrad", 7168, 2048, 1,
+     dict(kind="fp8_gemm_nt", m=7168, n=2048, recipe=(1, 1, 128))),
+    ("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 8,
+     dict(kind="k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168)),
+])
+def test_the_capture_error_of_a_weight_gradient_names_a_warmup_that_fixes_it(
+        kind, m, n, groups, call, hopper_without_a_gpu, monkeypatch):
+    with pytest.raises(KernelNotWarmError) as caught:
+        _captured_lookup(monkeypatch, kind, m, n, 4096, groups)
+    message = str(caught.value)
+    named = ", ".join(f"{key}={value!r}" for key, value in call.items() if key != "kind")
+    assert f"dgemm.warmup({call['kind']!r}, {named})" in message
+    dgemm.warmup(**call)                        # the warm-up the message names ...
+    _captured_lookup(monkeypatch, kind, m, n, 4096, groups)       # ... makes the call capturable
+
+
+def test_warmup_with_autotuning_on_leaves_the_weight_gradients_to_the_heuristic(
+        hopper_without_a_gpu, monkeypatch):
+    monkeypatch.setenv("DGEMM_AUTOTUNE", "1")
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    report = dgemm.warmup("fp8_gemm_nt", m=7168, n=2048, recipe=WGRAD)
+    assert list(report.specs) == [heuristics.select("fp8_gemm_nt_wgrad", 7168, 2048, 128, 1,
+                                                    **HOPPER)]

@@ -9,7 +9,7 @@ without py::arg, `m.attr("alias") = m.attr("name")`), the aliases in deep_gemm/_
 deep_gemm/utils/layout.py, and the function definitions of deep_gemm/utils/math.py (ast).
 A pybind11 function registered without py::arg takes positional-only arguments named arg0,
 arg1, ...; they are recorded so. `tests/test_compat.py` checks `dgemm.compat.deep_gemm`
-against the names of HOPPER_API found here.
+against the names of HOPPER_API and TRAINING_API found here.
 """
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ HOPPER_API = (
     "get_tma_aligned_size", "transform_sf_into_required_layout", "set_pdl", "get_pdl",
     "ceil_div", "align", "per_token_cast_to_fp8", "per_block_cast_to_fp8",
 )
+# The Hopper training entry points (issue 14) beyond HOPPER_API's fp8_gemm_nt, whose c and
+# recipe=(1, 1, 128) are its weight-gradient form.
+TRAINING_API = ("k_grouped_fp8_gemm_nt_contiguous",)
 
 
 class Source:
@@ -164,13 +167,14 @@ def record(path: Path) -> dict:
             target = aliases[target]
         if target in functions:
             functions[alias] = dict(functions[target], alias_of=target)
-    missing = [name for name in HOPPER_API if name not in functions]
+    missing = [name for name in HOPPER_API + TRAINING_API if name not in functions]
     if missing:
         raise SystemExit(f"not found in {path}: {', '.join(missing)}")
     return {
         "source": "DeepGEMM 54e2261 (v2.6.1), " + path.name,
         "produced_by": "python tools/record_deep_gemm_api.py " + path.name,
         "hopper_api": list(HOPPER_API),
+        "training_api": list(TRAINING_API),
         "functions": {name: functions[name] for name in sorted(functions)},
     }
 

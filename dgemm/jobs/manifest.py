@@ -4,7 +4,14 @@ A manifest is JSON shaped like `dgemm/shapes/deepseek_v3.json`:
 
     {"dense": {"m": [64, 128], "nk": [[2112, 7168], ...]},
      "grouped_contiguous": [{"groups": 4, "m_per_group": 8192, "n": 4096, "k": 7168}, ...],
-     "grouped_masked": [{"groups": 1, "expected_m": 1024, "n": 4096, "k": 7168}, ...]}
+     "grouped_masked": [{"groups": 1, "expected_m": 1024, "n": 4096, "k": 7168}, ...],
+     "wgrad": {"mn": [[7168, 2048], ...], "k": [4096, 8192]},
+     "k_grouped": [{"groups": 4, "m": 4096, "n": 7168, "k_per_group": 8192}, ...]}
+
+The two training sections name the weight-gradient GEMMs (recipe (1, 1, 128)): "wgrad" the
+dense `fp8_gemm_nt(..., c=c, recipe=(1, 1, 128))` of an M x N weight over K tokens, "k_grouped"
+the MoE experts' `k_grouped_fp8_gemm_nt_contiguous`. Their kernels take K at run time, so the
+K values only complete the problem (any K of a layer needs the same kernel).
 
 Every section is optional but at least one must be there; keys this module does not read
 (notes, `max_m`) are ignored. Each entry becomes one `Problem` (the arguments of one
@@ -25,7 +32,8 @@ from pathlib import Path
 from dgemm.kernels.spec import KernelSpec
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "shapes"
-SECTIONS = ("dense", "grouped_contiguous", "grouped_masked")
+SECTIONS = ("dense", "grouped_contiguous", "grouped_masked", "wgrad", "k_grouped")
+_OBJECT_SECTIONS = ("dense", "wgrad")
 MAX_DIM = 2**31 - 1             # M, N, K and group counts are 32-bit ints in the kernels
 MAX_M_VALUES = 100_000          # one --m-range, or the totals of one contiguous entry
 MAX_PROBLEMS = 1_000_000        # each costs one heuristics.select (~0.2 ms)
@@ -104,8 +112,11 @@ def check_sections(manifest: object, where: str = "manifest") -> None:
     if "dense" in manifest and not isinstance(manifest["dense"], dict):
         raise ManifestError(f'{where}: "dense" must be an object {{"m": [...], "nk": [[n, k], '
                             f'...]}}; got a JSON {_json_type(manifest["dense"])}')
+    if "wgrad" in manifest and not isinstance(manifest["wgrad"], dict):
+        raise ManifestError(f'{where}: "wgrad" must be an object {{"mn": [[m, n], ...], "k": '
+                            f'[...]}}; got a JSON {_json_type(manifest["wgrad"])}')
     for name in present:
-        if name != "dense" and not isinstance(manifest[name], list):
+        if name not in _OBJECT_SECTIONS and not isinstance(manifest[name], list):
             raise ManifestError(f'{where}: "{name}" must be a list of objects; got a JSON '
                                 f'{_json_type(manifest[name])}')
 
@@ -213,11 +224,39 @@ def problems(manifest: dict, extra_dense_m: list[int] = (),
         where = f"grouped_masked[{index}]"
         groups, expected_m, n, k = _fields(entry, where, "groups", "expected_m", "n", "k")
         found.add(Problem("m_grouped_fp8_gemm_nt_masked", expected_m, n, k, groups))
+    found.update(_wgrad_problems(manifest))
     _check_count(len(found), "problems")
     if not found:
         raise ManifestError("manifest names no GEMM problem: dense needs M values (\"m\" or "
                             "--m-range) and \"nk\" pairs; grouped sections need entries")
     return sorted(found)
+
+
+def _wgrad_problems(manifest: dict) -> set[Problem]:
+    """The training sections' problems (module docstring)."""
+    found: set[Problem] = set()
+    wgrad = manifest.get("wgrad", {})
+    mn, ks = wgrad.get("mn", []), wgrad.get("k", [])
+    if not isinstance(mn, list):
+        raise ManifestError(f"manifest wgrad.mn must be a list of [m, n]; got {_short(mn)}")
+    ks = _ints(ks, "wgrad.k")
+    if mn and not ks:
+        raise ManifestError("manifest wgrad names weights (mn) but no token counts; add "
+                            "\"k\": [4096, ...] (multiples of 128)")
+    for index, pair in enumerate(mn):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ManifestError(f"manifest wgrad.mn[{index}] must be [m, n]; got {_short(pair)}")
+        m, n = _ints(pair, f"wgrad.mn[{index}]")
+        found.update(Problem("fp8_gemm_nt_wgrad", m, n, k) for k in ks)
+    for index, entry in enumerate(manifest.get("k_grouped", [])):
+        groups, m, n, k = _fields(entry, f"k_grouped[{index}]", "groups", "m", "n",
+                                  "k_per_group")
+        found.add(Problem("k_grouped_fp8_gemm_nt_contiguous", m, n, k, groups))
+    for problem in found:
+        if problem.k % 128:
+            raise ManifestError(f"manifest: the training sections' K must be multiples of "
+                                f"128; got {problem.k} in {problem}")
+    return found
 
 
 def contiguous_total_ms(groups: int, m_per_group: int, spread: float) -> list[int]:
@@ -268,8 +307,11 @@ def decided_specs_for(problem_list: list[Problem], num_sms: int,
     name for the problems' shape classes, with the problems they serve; classes without a
     decision are left out (their calls run the heuristic's kernel, which `specs_for` has)."""
     from dgemm.autotune import shape_class, tuner
+    from dgemm.heuristics import KINDS
     by_class: dict = {}
     for problem in problem_list:
+        if problem.kind not in KINDS:        # the weight-gradient GEMMs are not autotuned
+            continue
         cls = shape_class(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
                           num_sms, arch)
         by_class.setdefault(cls, []).append(problem)

@@ -145,9 +145,12 @@ def _describe(kernel: dict) -> str:
 
 
 def remote_for_display(settings) -> Optional[str]:
-    """The remote URL without its password, which must not end up in logs."""
+    """The remote URL without its password, which must not end up in logs. (Without a remote,
+    nothing is imported: a GPU host without redis-py can still run a dry run.)"""
+    if settings.remote is None:
+        return None
     from cache_service.client import redact
-    return None if settings.remote is None else redact(settings.remote.url)
+    return redact(settings.remote.url)
 
 
 # --- -v: a line per kernel step, on stderr as it happens ---------------------------------------

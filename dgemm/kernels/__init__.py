@@ -15,6 +15,9 @@ A family module owns everything Python knows about its kernel and exposes:
                                  geometry `plans` keys on, so a launch plan built once per
                                  geometry is re-pointed per call (dgemm/kernels/plans.py)
     launch(spec, a, sa, b, sb, d, layout, kernel=None, stream=None)
+                                 (the weight-gradient families, recipe (1, 1, 128):
+                                 launch(spec, a, sa, b, sb, c, d, kernel=None) and
+                                 launch_raw(...) for one k-grouped group's slices)
 
 A spec names its family (`spec.kernel`), so whoever holds a spec finds its launcher with
 `family(spec.kernel)`. Adding a family: a module here, an entry in FAMILIES, a header in
@@ -31,6 +34,8 @@ from .spec import KernelSpec
 FAMILIES = {
     "fp8_gemm": "hopper_fp8",
     "fp8_gemm_portable": "portable_fp8",
+    "fp8_wgrad": "hopper_wgrad",                 # recipe (1, 1, 128): weight gradients
+    "fp8_wgrad_portable": "portable_wgrad",
 }
 
 

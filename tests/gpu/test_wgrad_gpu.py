@@ -1,0 +1,230 @@
+"""The weight-gradient GEMMs on a GPU (recipe (1, 1, 128)): `fp8_gemm_nt(a, b, d, c=c,
+recipe=(1, 1, 128))` and `k_grouped_fp8_gemm_nt_contiguous`, on the sm_90a wgrad kernel and on
+the portable one (the oracle, DGEMM_FORCE_PORTABLE=1).
+
+The reference is the fp32 product of the dequantised fp8 operands plus `c`, so calc_diff
+measures the kernel alone. Outputs are poisoned with NaN first (an element not written stays
+NaN; `d is c` cases poison nothing but check the accumulation onto c's random values).
+Written in training t0 WITHOUT a GPU: next session runs them (bench/NOTES.md).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import dgemm
+from helpers import DIFF_BAR
+
+WGRAD = (1, 1, 128)
+
+
+@pytest.fixture(params=["native", "portable"])
+def family(request, monkeypatch):
+    if request.param == "portable":
+        monkeypatch.setenv("DGEMM_FORCE_PORTABLE", "1")
+    return request.param
+
+
+def _quantized(rows: int, k: int):
+    """A K-major operand [rows, k] as fp8 with 1x128 scales, and its dequantised fp32 value."""
+    x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
+    if k == 0:
+        return (torch.empty(rows, 0, device="cuda", dtype=torch.float8_e4m3fn),
+                torch.empty(rows, 0, device="cuda")), torch.zeros(rows, 0, device="cuda")
+    data, scales = dgemm.per_token_cast_to_fp8(x)
+    value = (data.float().view(rows, k // 128, 128) * scales.unsqueeze(-1)).view(rows, k)
+    return (data, scales), value
+
+
+def _reference(a_value, b_value, c):
+    return c + a_value @ b_value.t()
+
+
+def _nan_like(t):
+    return torch.full_like(t, float("nan"))
+
+
+# Odd M and N, N < tile, several waves; every K the API accepts from 0 through long ones.
+SHAPES = [(m, n, k) for (m, n) in ((1, 1), (7, 129), (129, 2049), (2112, 7168), (255, 4097))
+          for k in (128, 384, 4096)]
+SHAPES += [(256, 512, 0), (4096, 7168, 16384), (7168, 2048, 8192)]
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_dense_wgrad_matches_fp32_onto_random_c(m, n, k, in_place, family):
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda") * 32
+    expected = _reference(a_value, b_value, c)
+    d = c if in_place else _nan_like(c)
+    c_before = c.clone()
+    out = dgemm.fp8_gemm_nt(a, b, d, c=c, recipe=WGRAD)
+    assert out is d
+    assert not out.isnan().any(), "an element of d was not written"
+    assert dgemm.calc_diff(out, expected) < DIFF_BAR
+    if not in_place:
+        assert torch.equal(c, c_before), "c was written"
+
+
+def test_every_k_block_gets_its_own_row_and_column_scale(family):
+    """Scales that differ per row, per column and per K block: a kernel that used one B scale
+    per 128 columns, or the wrong K block's scale, fails here."""
+    m, n, k = 256, 384, 1024
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    a = (a[0], a[1] * torch.rand_like(a[1]) * 4)
+    b = (b[0], b[1] * torch.rand_like(b[1]) * 4)
+    a_value = (a[0].float().view(m, -1, 128) * a[1].unsqueeze(-1)).view(m, k)
+    b_value = (b[0].float().view(n, -1, 128) * b[1].unsqueeze(-1)).view(n, k)
+    c = torch.zeros(m, n, device="cuda")
+    d = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
+    assert dgemm.calc_diff(d, a_value @ b_value.t()) < DIFF_BAR
+
+
+def test_repeated_in_place_accumulation_sums_every_step(family):
+    m, n, k = 512, 640, 512
+    c = torch.zeros(m, n, device="cuda")
+    expected = torch.zeros_like(c)
+    for _ in range(4):
+        a, a_value = _quantized(m, k)
+        b, b_value = _quantized(n, k)
+        expected += a_value @ b_value.t()
+        dgemm.fp8_gemm_nt(a, b, c, c=c, recipe=WGRAD)
+    assert dgemm.calc_diff(c, expected) < DIFF_BAR
+
+
+def _k_grouped_inputs(m: int, n: int, ks: list):
+    a_parts, b_parts, sa_parts, sb_parts, a_values, b_values = [], [], [], [], [], []
+    for k in ks:
+        (a_data, a_scales), a_value = _quantized(m, k)
+        (b_data, b_scales), b_value = _quantized(n, k)
+        a_parts.append(a_data.flatten()), b_parts.append(b_data.flatten())
+        sa_parts.append(a_scales), sb_parts.append(b_scales)
+        a_values.append(a_value), b_values.append(b_value)
+    a = (torch.cat(a_parts), torch.cat(sa_parts, dim=1))
+    b = (torch.cat(b_parts), torch.cat(sb_parts, dim=1))
+    return a, b, a_values, b_values
+
+
+KS = [[128, 0, 384, 256], [0, 0, 128], [0], [4096, 2048, 0, 128, 6144, 3072, 1024, 512],
+      [random.Random(7).randrange(0, 64) * 128 for _ in range(16)]]
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("m, n", [(4096, 7168), (7168, 2048), (129, 257), (1, 1)])
+@pytest.mark.parametrize("ks", KS, ids=lambda ks: f"g{len(ks)}-k{sum(ks)}")
+def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
+    a, b, a_values, b_values = _k_grouped_inputs(m, n, ks)
+    groups = len(ks)
+    c = torch.randn(groups, m, n, device="cuda") * 32
+    expected = torch.stack([c[g] + a_values[g] @ b_values[g].t() for g in range(groups)])
+    d = c if in_place else _nan_like(c)
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    out = dgemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c=c)
+    assert out is d and not out.isnan().any()
+    for g in range(groups):
+        assert dgemm.calc_diff(out[g], expected[g]) < DIFF_BAR, f"group {g} (K={ks[g]})"
+
+
+def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    m, n, k = 2112, 7168, 4096
+    a, _ = _quantized(m, k)
+    b, _ = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda")
+    native = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
+    monkeypatch.setenv("DGEMM_FORCE_PORTABLE", "1")
+    oracle = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
+    assert dgemm.calc_diff(native, oracle) < 1e-6
+
+
+# --- CUDA graphs (after dgemm.warmup) and the DeepGEMM drop-in --------------------------------
+def _mn_major(pair):
+    return pair[0], dgemm.get_mn_major_tma_aligned_tensor(pair[1])
+
+
+def _capture(fn):
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def test_dense_wgrad_captures_and_replays_after_warmup():
+    m, n, k = 2112, 7168, 4096
+    report = dgemm.warmup("fp8_gemm_nt", m=m, n=n, recipe=WGRAD)
+    assert len(report.specs) == 1
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    a, b = _mn_major(a), _mn_major(b)
+    c = torch.randn(m, n, device="cuda")
+    d = c.clone()
+    graph = _capture(lambda: dgemm.fp8_gemm_nt(a, b, d, c=d, recipe=WGRAD))
+    assert torch.equal(d, c), "capturing ran the kernel"
+    graph.replay()
+    graph.replay()                                  # accumulates twice: d = c + 2 a.b^T
+    torch.cuda.synchronize()
+    assert dgemm.calc_diff(d, c + 2 * (a_value @ b_value.t())) < DIFF_BAR
+
+
+def test_k_grouped_captures_and_replays_after_warmup():
+    m, n, ks = 4096, 2048, [1024, 0, 384, 2048]
+    dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=m, n=n)
+    a, b, a_values, b_values = _k_grouped_inputs(m, n, ks)
+    a, b = _mn_major(a), _mn_major(b)
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    d = _nan_like(c)
+    graph = _capture(lambda: dgemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, c=c))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not d.isnan().any()
+    for g in range(len(ks)):
+        assert dgemm.calc_diff(d[g], c[g] + a_values[g] @ b_values[g].t()) < DIFF_BAR, g
+
+
+def test_a_wgrad_capture_without_warmup_raises_naming_the_warmup_that_fixes_it():
+    from dgemm.jit import KernelNotWarmError
+    m, n, k = 384, 640, 256               # no other test of this process loads this spec first
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    a, b = _mn_major(a), _mn_major(b)
+    c = torch.zeros(m, n, device="cuda")
+    with pytest.raises(KernelNotWarmError, match=r"dgemm.warmup\('fp8_gemm_nt', m=384, n=640, "
+                                                 r"recipe=\(1, 1, 128\)\)"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            dgemm.fp8_gemm_nt(a, b, c, c=c, recipe=WGRAD)
+    dgemm.warmup("fp8_gemm_nt", m=384, n=640, recipe=WGRAD)
+    graph = _capture(lambda: dgemm.fp8_gemm_nt(a, b, c, c=c, recipe=WGRAD))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert dgemm.calc_diff(c, a_value @ b_value.t()) < DIFF_BAR
+
+
+def test_the_drop_in_weight_gradients_give_dgemms_results():
+    from dgemm.compat import deep_gemm as dg
+    m, n, k = 1024, 2048, 1024
+    a, _ = _quantized(m, k)
+    b, _ = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda")
+    ours = dgemm.fp8_gemm_nt(a, b, c.clone(), c=c, recipe=WGRAD)
+    for recipe in (dict(recipe=(1, 1, 128)), dict(recipe_a=(1, 128), recipe_b=(1, 128))):
+        d = c.clone()
+        assert dg.fp8_gemm_nt(a, b, d, c=d, disable_ue8m0_cast=True, **recipe) is None
+        assert torch.equal(d, ours), recipe
+    ks = [256, 0, 128, 512]
+    a, b, a_values, b_values = _k_grouped_inputs(m, n, ks)
+    # DeepGEMM's own test passes the scales as MN-major views of [sum K / 128, rows] tensors.
+    a = (a[0], a[1].t().contiguous().t())
+    b = (b[0], b[1].t().contiguous().t())
+    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
+    c = torch.randn(len(ks), m, n, device="cuda")
+    d = c.clone()
+    assert dg.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, layout, d) is None
+    for g in range(len(ks)):
+        assert dgemm.calc_diff(d[g], c[g] + a_values[g] @ b_values[g].t()) < DIFF_BAR, g
