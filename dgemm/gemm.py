@@ -298,13 +298,20 @@ class _FastCall:
     """What a validated signature launches: the plan, the device, d's shape (d=None) and, for
     a family that needs it, the MN-major layout A's scales are copied to (None: the kernel
     reads them as they come, or they already have it)."""
-    __slots__ = ("plan", "device", "index", "d_shape", "sa_layout")
+    __slots__ = ("plan", "device", "index", "d_shape", "d_strides", "new_d", "sa_layout")
 
     def __init__(self, plan, device, d_shape, a_scales):
         self.plan = plan
         self.device = device
         self.index = device.index
         self.d_shape = d_shape
+        self.d_strides = self.new_d = None
+        if d_shape is not None:
+            # d=None: `new_empty_strided` bound to an empty BF16 tensor on the device takes
+            # dtype and device from it: no keyword parsing, no memory-format pass per call
+            # (~0.7 us under `a.new_empty(shape, dtype=...)`).
+            self.d_strides = (d_shape[1], 1)
+            self.new_d = torch.empty(0, dtype=_BF16, device=device).new_empty_strided
         self.sa_layout = None
         if a_scales is not None and not utils.is_mn_major_tma_aligned(a_scales):
             self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
@@ -371,8 +378,7 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
     fast = _fast_calls.get(signature) if signature is not None else None
     if fast is not None:
-        # new_empty: a's device without passing a torch.device (cheaper than torch.empty).
-        out = a[0].new_empty(fast.d_shape, dtype=_BF16) if d is None else d
+        out = fast.new_d(fast.d_shape, fast.d_strides) if d is None else d
         if fast.run(a[0], a[1], b[0], b[1], out, None):
             return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
