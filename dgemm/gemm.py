@@ -312,13 +312,20 @@ class _FastCall:
     """What a validated signature launches: the plan, the device, d's shape (d=None) and, for
     a family that needs it, the MN-major layout A's scales are copied to (None: the kernel
     reads them as they come, or they already have it)."""
-    __slots__ = ("plan", "device", "index", "d_shape", "sa_layout")
+    __slots__ = ("plan", "device", "index", "d_shape", "d_strides", "new_d", "sa_layout")
 
     def __init__(self, plan, device, d_shape, a_scales):
         self.plan = plan
         self.device = device
         self.index = device.index
         self.d_shape = d_shape
+        self.d_strides = self.new_d = None
+        if d_shape is not None:
+            # d=None: `new_empty_strided` bound to an empty BF16 tensor on the device takes
+            # dtype and device from it: no keyword parsing, no memory-format pass per call
+            # (~0.7 us under `a.new_empty(shape, dtype=...)`).
+            self.d_strides = (d_shape[1], 1)
+            self.new_d = torch.empty(0, dtype=_BF16, device=device).new_empty_strided
         self.sa_layout = None
         if a_scales is not None and not utils.is_mn_major_tma_aligned(a_scales):
             self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
