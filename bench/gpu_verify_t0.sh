@@ -25,7 +25,7 @@ modes=${1:-all}
 budget=${T0_BUDGET_S:-570}
 started=$SECONDS
 root=$PWD
-wt=$root/.wt-training
+wt=${T0_TREE:-$root/.wt-training}
 out=${OUT:-/tmp/t0-out}
 mkdir -p "$out"
 for mode in ${modes//,/ }; do

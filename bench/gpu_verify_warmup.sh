@@ -21,7 +21,7 @@ set -uo pipefail
 mode=${1:-}
 shift || true
 root=$PWD
-wt=$root/.wt-warmup
+wt=${WARMUP_TREE:-$root/.wt-warmup}
 out=${OUT:-/tmp/warmup-out}
 budget=${WARMUP_BUDGET:-540}
 dgemm_phases=${WARMUP_DGEMM_PHASES-dgemm-cold,prewarm,dgemm-prewarmed,dgemm-warm}

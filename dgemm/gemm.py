@@ -312,7 +312,8 @@ class _FastCall:
     """What a validated signature launches: the plan, the device, d's shape (d=None) and, for
     a family that needs it, the MN-major layout A's scales are copied to (None: the kernel
     reads them as they come, or they already have it)."""
-    __slots__ = ("plan", "device", "index", "d_shape", "d_strides", "new_d", "sa_layout")
+    __slots__ = ("plan", "device", "index", "d_shape", "d_strides", "new_d", "sa_layout",
+                 "sa_mask")
 
     def __init__(self, plan, device, d_shape, a_scales):
         self.plan = plan
@@ -326,13 +327,17 @@ class _FastCall:
             # (~0.7 us under `a.new_empty(shape, dtype=...)`).
             self.d_strides = (d_shape[1], 1)
             self.new_d = torch.empty(0, dtype=_BF16, device=device).new_empty_strided
+        # A's scales need 16-byte alignment where the plan maps them with TMA (a call at
+        # another address takes the full path, which picks the kernel's in-place loader).
+        self.sa_mask = _PTR_ALIGNMENT - 1 if any(
+            index == 1 and kind is not launcher.POINTER for index, kind, _ in plan.patches) else 0
         self.sa_layout = None
         if a_scales is not None and not utils.is_mn_major_tma_aligned(a_scales):
             self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
 
     def run(self, a, sa, b, sb, d, layout) -> bool:
         """Launch; False (nothing launched) when a pointer the kernel loads through TMA is
-        not 16-byte aligned (A's scales are read with 4-byte copies) or torch's current
+        not 16-byte aligned (A's scales only where the plan maps them) or torch's current
         device is not the tensors' (the thread's context is then another device's: the
         full path launches under `launcher.on_device`)."""
         if self.index is not None and _current_device() != self.index:
@@ -344,7 +349,7 @@ class _FastCall:
         pa, psa, pb, psb, pd = (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(),
                                 d.data_ptr())
         # A null pointer: a meta tensor (its signature is a CPU tensor's) or a freed one.
-        if (pa | pb | psb | pd | layout_ptr) % _PTR_ALIGNMENT or not (
+        if (pa | pb | psb | pd | layout_ptr | (psa & self.sa_mask)) % _PTR_ALIGNMENT or not (
                 pa and psa and pb and psb and pd):
             return False
         self.plan.run((pa, psa, pb, psb, pd, layout_ptr), _current_stream(self.index))
@@ -362,6 +367,11 @@ def _remember(signature, launched, device, d_shape, a_scales) -> None:
     # With autotuning on, a call's kernel may change once its class is decided: every call
     # then takes the full path (its plan is still cached per kernel).
     if signature is None or plan is None or env.autotune_on_launch():
+        return
+    # Pre-transformed scales at an address TMA cannot map ran in place: that plan must not
+    # stand for the signature, whose aligned calls take the faster TMA plan.
+    if not copies and a_scales.data_ptr() % _PTR_ALIGNMENT and utils.is_mn_major_tma_aligned(
+            a_scales):
         return
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()

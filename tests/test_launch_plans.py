@@ -9,7 +9,7 @@ import torch
 
 import dgemm
 from bench.stub_launch import fp8_inputs, stubbed_launch
-from dgemm import gemm
+from dgemm import gemm, utils
 from dgemm.jit import launcher
 from dgemm.kernels import hopper_fp8, plans
 
@@ -23,11 +23,11 @@ def driver():
 
 
 def dense_params(launch):
-    (d_ptr, sb_ptr, layout, sa_ptr, shape_m, sa_row, sa_k, sa_group, tma_a, tma_a_tail, tma_b,
-     tma_d) = launch.params
-    return dict(d=d_ptr, sb=sb_ptr, layout=layout, sa=sa_ptr, m=shape_m,
+    (d_ptr, sb_ptr, layout, sa_ptr, shape_m, in_place, sa_row, sa_k, sa_group, tma_a,
+     tma_a_tail, tma_b, tma_sa, tma_d) = launch.params
+    return dict(d=d_ptr, sb=sb_ptr, layout=layout, sa=sa_ptr, m=shape_m, in_place=in_place,
                 sa_strides=(sa_row, sa_k, sa_group), tma_a=tma_a, tma_a_tail=tma_a_tail,
-                tma_b=tma_b, tma_d=tma_d)
+                tma_b=tma_b, tma_sa=tma_sa, tma_d=tma_d)
 
 
 def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
@@ -42,9 +42,23 @@ def check_dense_launch(launch, a, b, d, m=M, n=N, k=K, sa_ptr=None):
     assert p["tma_b"]["address"] == b[0].data_ptr() and p["tma_b"]["dims"] == (k, n)
     assert p["sa"] == (sa_ptr or a[1].data_ptr())
     assert p["sa_strides"][:2] == a[1].stride() and p["sa_strides"][2] == 0
+    check_scales_mode(p, a[1] if sa_ptr is None else None)
     assert launch.grid == (hopper_fp8.grid_size(spec, m), 1, 1)
     if hopper_fp8.uses_tma_store(spec):
         assert p["tma_d"]["address"] == d.data_ptr() and p["tma_d"]["dims"] == (n, m)
+
+
+def check_scales_mode(p, sa):
+    """The kernel's A-scale mode: TMA (its map at the scales, one K block of a tile's rows
+    per box) for the MN-major TMA-aligned layout at a 16-byte aligned address, else in place."""
+    if sa is None:
+        return
+    tma = utils.is_mn_major_tma_aligned(sa) and sa.data_ptr() % 16 == 0
+    assert p["in_place"] == (0 if tma else 1)
+    if tma:
+        assert p["tma_sa"]["address"] == sa.data_ptr()
+        assert p["tma_sa"]["dims"] == (sa.shape[-2], sa.numel() // sa.shape[-2])
+        assert p["tma_sa"]["box"][1] == 1
 
 
 def test_first_call_launches_the_tensors_and_geometry(driver):
@@ -93,8 +107,26 @@ def test_row_major_scales_are_read_in_place_on_every_call(driver):
     for _ in range(3):
         dgemm.fp8_gemm_nt(a, b, d)
         p = dense_params(driver.launches[-1])
-        assert p["sa"] == a[1].data_ptr()
+        assert p["sa"] == a[1].data_ptr() and p["in_place"] == 1
         assert p["sa_strides"] == (K // 128, 1, 0)
+
+
+def test_mn_major_scales_go_through_tma_and_an_unaligned_view_of_them_in_place(driver):
+    """Pre-transformed scales take the TMA path; the same geometry at an address TMA cannot
+    map (a 4-byte offset) falls back to the in-place loader, memoised or not, and back."""
+    a, b, d = fp8_inputs(M, N, K)
+    aligned_m = utils.get_tma_aligned_size(M, 4)
+    storage = torch.ones(aligned_m * (K // 128) + 4)
+    views = {True: storage.as_strided((M, K // 128), (1, aligned_m)),
+             False: storage[1:].as_strided((M, K // 128), (1, aligned_m))}
+    for aligned in (True, False, True, False):
+        sa = views[aligned]
+        assert utils.is_mn_major_tma_aligned(sa)
+        for _ in range(2):
+            dgemm.fp8_gemm_nt((a[0], sa), b, d)
+            p = dense_params(driver.launches[-1])
+            assert p["sa"] == sa.data_ptr() and p["in_place"] == (0 if aligned else 1)
+            check_scales_mode(p, sa)
 
 
 def test_scales_of_any_strides_and_any_4_byte_offset_reach_the_kernel_as_they_are(driver):
@@ -105,6 +137,7 @@ def test_scales_of_any_strides_and_any_4_byte_offset_reach_the_kernel_as_they_ar
         dgemm.fp8_gemm_nt((a[0], sa), b, d)
         p = dense_params(driver.launches[-1])
         assert p["sa"] == sa.data_ptr() and p["sa_strides"] == sa.stride() + (0,)
+        assert p["in_place"] == 1
 
 
 def test_masked_scales_pass_their_group_stride(driver):

@@ -110,11 +110,12 @@ template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumG
           uint32_t kNumMathThreads>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
-                const float* scales_a, uint32_t shape_m, uint64_t sa_row_stride,
-                uint64_t sa_k_stride, uint64_t sa_group_stride,
+                const float* scales_a, uint32_t shape_m, uint32_t sa_in_place,
+                uint64_t sa_row_stride, uint64_t sa_k_stride, uint64_t sa_group_stride,
                 const __grid_constant__ TmaDescriptor tma_a,
                 const __grid_constant__ TmaDescriptor tma_a_tail,
                 const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TmaDescriptor tma_scales_a,
                 const __grid_constant__ TmaDescriptor tma_d) {
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     // ---- Checks -------------------------------------------------------------------------
@@ -163,8 +164,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "multicast slices must be whole 1024-byte swizzle atoms");
     constexpr uint32_t SMEM_B_SIZE_PER_STAGE = BLOCK_N * BLOCK_K;
     constexpr uint32_t SMEM_SCALES_A_SIZE_PER_STAGE = BLOCK_M * sizeof(float);
-    // What TMA writes into a stage (the A scales arrive through cp.async, see the loader).
-    constexpr uint32_t kStageBytes = SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE;
+    // What TMA writes into a stage: A, B and, unless `sa_in_place`, A's scales (in place,
+    // they arrive through the A-scale loader's cp.async instead).
+    constexpr uint32_t kStageBytes =
+        SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE + SMEM_SCALES_A_SIZE_PER_STAGE;
     static_assert(SMEM_SCALES_A_SIZE_PER_STAGE == BLOCK_M * 4 and BLOCK_M % 32 == 0,
                   "the A-scale loader's lanes each copy BLOCK_M / 32 rows' scales");
     constexpr uint32_t kScalesAPerLane = BLOCK_M / 32;
@@ -239,11 +242,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         tma_prefetch_descriptor(&tma_a);
         tma_prefetch_descriptor(&tma_a_tail);
         tma_prefetch_descriptor(&tma_b);
+        if (not sa_in_place)
+            tma_prefetch_descriptor(&tma_scales_a);
         if constexpr (kTMAStore)
             tma_prefetch_descriptor(&tma_d);
         for (uint32_t i = 0; i < kNumStages; ++i) {
-            // The producer's expect_tx arrive and one cp.async arrive per A-scale loader lane.
-            full_barriers[i].init(1 + 32);
+            // The producer's expect_tx arrive (and, in place, one cp.async arrive per A-scale
+            // loader lane).
+            full_barriers[i].init(sa_in_place ? 1 + 32 : 1);
             // One arrive per math warp of every CTA that reads what this CTA's TMA writes.
             empty_barriers[i].init(kNumConsumerWarps * kNumTMAMulticast);
         }
@@ -304,11 +310,17 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 // the bytes each of its stages receives follow.
                 const bool tail = tail_rows != BLOCK_M and m_block == last_m_block;
                 const TmaDescriptor* desc_a = tail ? &tma_a_tail : &tma_a;
-                const uint32_t stage_bytes =
-                    kStageBytes - (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u);
+                const uint32_t stage_bytes = kStageBytes -
+                    (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u) -
+                    (sa_in_place ? SMEM_SCALES_A_SIZE_PER_STAGE : 0u);
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
                     (kGemmType == GemmType::Normal ? 0 : group * SHAPE_N) + n_block * BLOCK_N);
+                // TMA-loaded A scales are MN-major: [K/128 (x groups), rows]; masked groups
+                // stack along K.
+                const int32_t sa_col = static_cast<int32_t>(m_block * BLOCK_M);
+                const int32_t sa_row_base = static_cast<int32_t>(
+                    kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
 
                 auto produce = [&](uint32_t s, uint32_t k_block) {
                     empty_barriers[s].wait(phase ^ 1);
@@ -332,6 +344,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                          kASliceRows);
                     load(&tma_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, b_row, not kIsTMAMulticastOnA,
                          kBSliceRows);
+                    if (not sa_in_place)
+                        tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,
+                                    sa_row_base + static_cast<int32_t>(k_block));
                 };
                 // Not unrolled: the producer runs ahead of the math warpgroups, and with its 40
                 // registers per-stage addresses would spill.
@@ -385,13 +400,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
                 scales_b_full[slot].arrive();                // release: the stores above
             }
-        } else if (warp_idx == 2) {
-            // A-scale loader: each K block's scales of the tile's rows, global -> shared with
-            // 4-byte cp.async per row, whose completion arrives on the stage's full barrier
-            // (cp.async.mbarrier.arrive.noinc: 32 of the barrier's arrivals). Any strides: the
-            // row-major scales `per_token_cast_to_fp8` returns are read in place, so a call
-            // needs no transposing copy (a TMA box of one K block cannot read that layout: its
-            // inner extent must be 16 bytes). NOTES: bench/NOTES.md h2.
+        } else if (warp_idx == 2 and sa_in_place) {
+            // A-scale loader for scales in any other layout than the MN-major TMA-aligned one
+            // (which the producer loads with TMA): each K block's scales of the tile's rows,
+            // global -> shared with 4-byte cp.async per row, whose completion arrives on the
+            // stage's full barrier (cp.async.mbarrier.arrive.noinc: 32 of the barrier's
+            // arrivals). Any strides: the row-major scales `per_token_cast_to_fp8` returns are
+            // read in place, so a call needs no transposing copy (a TMA box of one K block
+            // cannot read that layout: its inner extent must be 16 bytes). Not used for the
+            // MN-major layout: there it cost 2..20% against TMA (bench/NOTES.md h2).
             uint32_t stage = 0, phase = 0;
             const uint32_t smem_sa = smem_addr(smem_scales_a) + lane_idx * 4;
             while (scheduler.next(m_block, n_block, group)) {

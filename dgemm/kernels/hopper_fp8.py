@@ -17,7 +17,7 @@ import sys
 import torch
 
 from ..jit import state
-from ..utils import ceil_div
+from ..utils import ceil_div, is_mn_major_tma_aligned
 from ..jit.args import ArgLayout, TmaDescriptor
 from . import plans
 from .loader import current_stream, get_kernel
@@ -350,14 +350,16 @@ def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: i
 # Launch: TMA descriptors, grid, arguments
 # ------------------------------------------------------------------------------------------
 _SWIZZLE_128B = 128
-# fp8_gemm_kernel(d, scales_b, grouped_layout, scales_a, shape_m, sa_row_stride, sa_k_stride,
-#                 sa_group_stride, tma_a, tma_a_tail, tma_b, tma_d)
+_NO_SWIZZLE = 0
+# fp8_gemm_kernel(d, scales_b, grouped_layout, scales_a, shape_m, sa_in_place, sa_row_stride,
+#                 sa_k_stride, sa_group_stride, tma_a, tma_a_tail, tma_b, tma_scales_a, tma_d)
 ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                 ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
-                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
+                 ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
+                 ctypes.c_uint64, TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor,
+                 TmaDescriptor)
 
-# The kernel reads A's scales through their strides (any layout: row-major as
-# `per_token_cast_to_fp8` returns them, or MN-major), so callers pass them as they are.
+# The kernel takes A's scales in any layout (`scales_a_in_place`), so callers pass them as
+# they are: no transposing copy for the row-major scales `per_token_cast_to_fp8` returns.
 READS_STRIDED_SCALES_A = True
 
 _descriptors = state.table("hopper_fp8.tma_descriptors")
@@ -414,6 +416,32 @@ def _tma_b(b: torch.Tensor, spec: KernelSpec):
                      _SWIZZLE_128B)
 
 
+def scales_a_in_place(sa: torch.Tensor) -> bool:
+    """Whether the kernel reads A's scales `sa` with its cp.async loader warp, through their
+    strides, rather than with TMA. TMA needs the MN-major TMA-aligned layout
+    (`get_mn_major_tma_aligned_tensor`) at a 16-byte aligned address and is the faster way
+    (the loader cost 2..20% there: bench/NOTES.md h2); every other layout is read in place.
+    A launch plan's key holds both facts (`plans.plan_key`)."""
+    return sa.data_ptr() % 16 != 0 or not is_mn_major_tma_aligned(sa)
+
+
+def _tma_scales_a(sa: torch.Tensor, spec: KernelSpec):
+    """MN-major A scales as a 2-D [K/128 (x groups), rows] fp32 map; one box = one K block
+    of one tile's rows. Rows past the logical M read as zeros (TMA out-of-bounds fill)."""
+    rows, k_blocks = sa.shape[-2], sa.shape[-1]
+    # The layout's pitch between K blocks (and between groups, which follow one another).
+    # stride(-1) means nothing when K/128 == 1; the group stride then carries it.
+    if k_blocks > 1:
+        row_stride = sa.stride(-1)
+    elif sa.dim() == 3 and sa.shape[0] > 1:
+        row_stride = sa.stride(0)
+    else:
+        row_stride = ceil_div(rows, 4) * 4
+    outer = sa.numel() // rows                      # K/128, times groups when masked
+    return _tma_desc(sa.data_ptr(), torch.float32, (rows, outer), (row_stride * 4,),
+                     (spec.block_m, 1), _NO_SWIZZLE)
+
+
 def scales_a_strides(sa: torch.Tensor) -> tuple:
     """(row, K block, group) element strides of A's scales `[(groups,) rows, K/128]`, as the
     kernel's A-scale loader addresses them (group stride 0 without groups)."""
@@ -452,9 +480,13 @@ def launch_args(spec: KernelSpec, a, sa, b, sb, d, layout) -> tuple:
     tma_a_tail = tma_a if tail_rows == spec.block_m else _tma_a(a, spec, tail_rows)
     # Kernels that do not store through TMA ignore their last descriptor.
     tma_d = _tma_d(d, spec) if uses_tma_store(spec) else tma_a
+    # A's scales: through TMA, or (any other layout) by the loader warp; the kernel ignores
+    # the unused one (a's map stands in for the scales' map).
+    in_place = scales_a_in_place(sa)
+    tma_sa = tma_a if in_place else _tma_scales_a(sa, spec)
     return (grid_size(spec, shape_m), 1, 1), (
-        d.data_ptr(), sb.data_ptr(), layout_ptr, sa.data_ptr(), shape_m,
-        *scales_a_strides(sa), tma_a, tma_a_tail, _tma_b(b, spec), tma_d)
+        d.data_ptr(), sb.data_ptr(), layout_ptr, sa.data_ptr(), shape_m, int(in_place),
+        *scales_a_strides(sa), tma_a, tma_a_tail, _tma_b(b, spec), tma_sa, tma_d)
 
 
 def launch(spec: KernelSpec, a, sa, b, sb, d, layout, kernel=None, stream=None) -> None:

@@ -13,7 +13,8 @@ builds the values, and each parameter is classified by its value:
 
 So a family's values may depend on the tensors only through their data pointers and through
 what the plan key holds: the loaded kernel (spec, device, build), the shapes of a, sa, b and d,
-sa's strides, whether there is a layout tensor. A call whose pointers are ambiguous (two
+sa's strides and whether its address is 16-byte aligned, whether there is a layout tensor. A
+call whose pointers are ambiguous (two
 tensors at one address) or a value no rule covers is launched from freshly packed arguments
 instead, every time (correct, only slower). Plans are per thread: patching and launching are
 two steps, and another thread's patch in between would launch with its pointers.
@@ -34,9 +35,10 @@ _POINTER = ctypes.c_void_p
 
 
 def plan_key(kernel, a, sa, b, d, layout) -> tuple:
-    """Everything but the pointers that a family's launch values may depend on."""
-    return (kernel, a.shape, sa.shape, sa.stride(), b.shape, d.shape, layout is None,
-            _get_ident())
+    """Everything but the pointers that a family's launch values may depend on, including
+    whether sa starts 16-byte aligned (TMA can map it only then)."""
+    return (kernel, a.shape, sa.shape, sa.stride(), sa.data_ptr() % 16 == 0, b.shape, d.shape,
+            layout is None, _get_ident())
 
 
 def pointers_of(a, sa, b, sb, d, layout) -> tuple:

@@ -20,11 +20,12 @@ template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumG
           uint32_t kNumMathThreads>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
-                const float* scales_a, uint32_t shape_m, uint64_t sa_row_stride,
-                uint64_t sa_k_stride, uint64_t sa_group_stride,
+                const float* scales_a, uint32_t shape_m, uint32_t sa_in_place,
+                uint64_t sa_row_stride, uint64_t sa_k_stride, uint64_t sa_group_stride,
                 const __grid_constant__ TmaDescriptor tma_a,
                 const __grid_constant__ TmaDescriptor tma_a_tail,
                 const __grid_constant__ TmaDescriptor tma_b,
+                const __grid_constant__ TmaDescriptor tma_scales_a,
                 const __grid_constant__ TmaDescriptor tma_d) {
     const uint32_t index = blockIdx.x * blockDim.x + threadIdx.x;
     if (index < shape_m)
