@@ -44,7 +44,8 @@ class LaunchConfig(ctypes.Structure):
 
 
 class Driver:
-    """The three libcuda entry points of the launch path, with their C signatures."""
+    """The libcuda entry points of the launch path (launch, TMA encoding and re-pointing,
+    contexts), with their C signatures."""
 
     def __init__(self, library: Optional[ctypes.CDLL] = None):
         lib = library or ctypes.CDLL("libcuda.so.1")
@@ -57,6 +58,16 @@ class Driver:
         self.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                           ctypes.c_void_p]
         self.cuLaunchKernelEx.restype = ctypes.c_int
+        # TMA encoding (`runtime.make_tma_desc`) straight into a descriptor's storage:
+        # cuda-python's wrapper builds an object per dimension and a map to copy out of, on
+        # every first call of a geometry (a warm-up sweeps thousands of them).
+        u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+        self.cuTensorMapEncodeTiled = lib.cuTensorMapEncodeTiled
+        self.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
+                                                ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                                                ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                                ctypes.c_int]
+        self.cuTensorMapEncodeTiled.restype = ctypes.c_int
         self.cuTensorMapReplaceAddress = lib.cuTensorMapReplaceAddress
         self.cuTensorMapReplaceAddress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.cuTensorMapReplaceAddress.restype = ctypes.c_int

@@ -63,20 +63,25 @@ def _ensure_context(device_index: int) -> None:
 
 
 # --- TMA descriptors ----------------------------------------------------------------------------
+_E = driver.CUtensorMapDataType
+# The C enums' values (ints: the ctypes encode in `make_tma_desc` takes them as such).
 _TMA_DTYPES = {
-    torch.float8_e4m3fn: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-    torch.uint8: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-    torch.bfloat16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-    torch.float16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-    torch.float32: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-    torch.int32: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT32,
+    torch.float8_e4m3fn: int(_E.CU_TENSOR_MAP_DATA_TYPE_UINT8),
+    torch.uint8: int(_E.CU_TENSOR_MAP_DATA_TYPE_UINT8),
+    torch.bfloat16: int(_E.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16),
+    torch.float16: int(_E.CU_TENSOR_MAP_DATA_TYPE_FLOAT16),
+    torch.float32: int(_E.CU_TENSOR_MAP_DATA_TYPE_FLOAT32),
+    torch.int32: int(_E.CU_TENSOR_MAP_DATA_TYPE_INT32),
 }
 _TMA_SWIZZLES = {
-    0: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-    32: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
-    64: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
-    128: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+    0: int(driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE),
+    32: int(driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B),
+    64: int(driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B),
+    128: int(driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B),
 }
+_INTERLEAVE_NONE = int(driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE)
+_L2_PROMOTION_256B = int(driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
+_OOB_FILL_NONE = int(driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
 def make_tma_desc(tensor_ptr: int, dtype: torch.dtype, global_dims: Sequence[int],
@@ -113,27 +118,20 @@ def make_tma_desc(tensor_ptr: int, dtype: torch.dtype, global_dims: Sequence[int
                          f"{list(global_strides)}")
     if any(not 1 <= b <= 256 for b in box_dims):
         raise ValueError(f"make_tma_desc: box dims must be in 1..256; got {list(box_dims)}")
-    element_size = torch.empty((), dtype=dtype).element_size()
+    element_size = dtype.itemsize
     if swizzle and box_dims[0] * element_size > swizzle:
         raise ValueError(f"make_tma_desc: the inner box row ({box_dims[0]} x {element_size} B) "
                          f"must fit the {swizzle}-byte swizzle")
 
-    tensor_map = check(driver.cuTensorMapEncodeTiled(
-        _TMA_DTYPES[dtype], rank, tensor_ptr,
-        [driver.cuuint64_t(int(x)) for x in global_dims],
-        [driver.cuuint64_t(int(x)) for x in global_strides],
-        [driver.cuuint32_t(int(x)) for x in box_dims],
-        [driver.cuuint32_t(1)] * rank,
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        _TMA_SWIZZLES[swizzle],
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    ), "cuTensorMapEncodeTiled")
-
-    # Copy into our own 64-byte-aligned storage: the Python object's alignment is not promised.
-    storage = (ctypes.c_uint8 * (ctypes.sizeof(TmaDescriptor) + 64))()
-    desc = TmaDescriptor.from_buffer(storage, (-ctypes.addressof(storage)) % 64)  # keeps storage
-    ctypes.memmove(ctypes.addressof(desc), tensor_map.getPtr(), ctypes.sizeof(TmaDescriptor))
+    desc = launcher.aligned_descriptor()
+    u64, u32 = ctypes.c_uint64 * rank, ctypes.c_uint32 * rank
+    err = launcher.driver().cuTensorMapEncodeTiled(
+        ctypes.addressof(desc), _TMA_DTYPES[dtype], rank, tensor_ptr,
+        u64(*global_dims), (ctypes.c_uint64 * max(1, rank - 1))(*global_strides),
+        u32(*box_dims), u32(*([1] * rank)), _INTERLEAVE_NONE, _TMA_SWIZZLES[swizzle],
+        _L2_PROMOTION_256B, _OOB_FILL_NONE)
+    if err:
+        check((driver.CUresult(err),), "cuTensorMapEncodeTiled")
     return desc
 
 

@@ -11,6 +11,7 @@ keys) a GPU rank will ask for.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import sys
 
@@ -96,6 +97,7 @@ def plan_checks(spec: KernelSpec) -> str:
 # ------------------------------------------------------------------------------------------
 # Selection: (gemm type, m, n, k, groups, SMs) -> KernelSpec
 # ------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8192)     # pure, M-independent: asked per candidate per new M
 def max_stages(block_m: int, block_n: int, k: int) -> int:
     """Deepest pipeline (3..16 stages) that fits shared memory, or 0: more bytes in flight hide
     TMA latency on the small-M shapes."""
@@ -103,6 +105,7 @@ def max_stages(block_m: int, block_n: int, k: int) -> int:
                 if smem_plan(block_m, block_n, k, s) <= SMEM_CAPACITY), default=0)
 
 
+@functools.lru_cache(maxsize=8192)
 def num_stages(block_m: int, block_n: int, k: int) -> int:
     """Pipeline depth for a tile, or 0 if none fits: each tile walks the ring in whole rounds
     of stages (slots past the last K block go unused), so take the fewest stages that keep the
@@ -138,6 +141,7 @@ def block_ns(block_m: int) -> tuple:
     return narrow + (256,) if block_m == 128 else narrow
 
 
+@functools.lru_cache(maxsize=8192)     # pure, M-independent: asked per candidate per new M
 def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
                 full_wave: bool = True) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
