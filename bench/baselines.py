@@ -68,6 +68,15 @@ def warm_deep_gemm(jobs: List[tuple], workers: int = 0) -> List[str]:
         return [error for error in pool.map(_warm_one, jobs) if error]
 
 
+def warm_deep_gemm_reporting(jobs: List[tuple]) -> None:
+    """`warm_deep_gemm`, then one line of how it went and the first few failures (each
+    failed job only loses its DeepGEMM column)."""
+    errors = warm_deep_gemm(jobs)
+    print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
+    for error in errors[:5]:
+        print("  " + error, flush=True)
+
+
 def _warm_one(job: tuple) -> str:
     try:
         import deep_gemm

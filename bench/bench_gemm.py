@@ -36,7 +36,7 @@ from dgemm.utils import calc_diff
 
 from . import autotuning, report
 from . import suite as suites
-from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm
+from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm_reporting
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
 from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
@@ -346,10 +346,7 @@ def main(argv=None) -> int:
     if args.autotune:
         autotuning.tune([("fp8_gemm_nt", s.m, s.n, s.k, 1) for s in shapes])
     if deep_gemm_module() is not None:
-        errors = warm_deep_gemm([("dense", s.m, s.n, s.k) for s in shapes])
-        print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
-        for error in errors[:5]:
-            print("  " + error, flush=True)
+        warm_deep_gemm_reporting([("dense", s.m, s.n, s.k) for s in shapes])
     save = lambda: args.json and args.json.write_text(json.dumps(  # noqa: E731
         {"gpu": gpu_name(), "suite": args.suite, "part": args.part, "rows": rows,
          "faults": faults}, indent=1))

@@ -32,7 +32,7 @@ from dgemm import heuristics
 from . import autotuning, report
 from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
-                        warm_deep_gemm)
+                        warm_deep_gemm_reporting)
 from .bench_gemm import diverse, spec_from_config
 from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense, random_masked
 from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
@@ -333,10 +333,7 @@ def main(argv=None) -> int:
         autotuning.tune([(KIND[c.layout], select_m_of(c), c.n, c.k, c.groups) for c in cases])
     deep_gemm = deep_gemm_module()
     if deep_gemm is not None:
-        errors = warm_deep_gemm(deep_gemm_jobs(cases))
-        print(f"DeepGEMM warmed up ({len(errors)} failed)", flush=True)
-        for error in errors[:5]:
-            print("  " + error, flush=True)
+        warm_deep_gemm_reporting(deep_gemm_jobs(cases))
     save = lambda: args.json and args.json.write_text(json.dumps(  # noqa: E731
         {"gpu": gpu_name(), "suite": args.suite, "part": args.part, "rows": rows,
          "faults": faults}, indent=1))

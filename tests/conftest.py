@@ -118,3 +118,20 @@ def run_python(code: str, extra_env: dict = None, check: bool = True,
 def python_subprocess():
     """`run_python` as a fixture, for tests that start other interpreters."""
     return run_python
+
+
+@pytest.fixture
+def fake_cuda():
+    """FakeTensorMode: fake CUDA tensors on a machine without a GPU (the ops' fake kernels)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        yield mode
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """torch.compile's caches reset around the test (modules tracing dgemm opt in)."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from dgemm.compat import alias
 from dgemm.compat import deep_gemm as dg
@@ -88,12 +87,6 @@ def _dense(m=64, n=256, k=256):
     b = (torch.empty(n, k, dtype=FP8, device="cuda"),
          torch.empty((n + 127) // 128, k // 128, device="cuda"))
     return a, b, torch.empty(m, n, dtype=BF16, device="cuda")
-
-
-@pytest.fixture
-def fake_cuda():
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        yield
 
 
 def test_fp8_gemm_nt_with_vllms_keywords_runs_and_returns_none(fake_cuda):

@@ -20,6 +20,8 @@ from dgemm import gemm, ops
 FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 
 def _empty(shape, dtype=torch.float32, device="cuda"):
     return torch.empty(shape, dtype=dtype, device=device)
@@ -56,19 +58,6 @@ CALLS = {
 OPERATOR = {"fp8_gemm_nt": ops.FP8_GEMM_NT, "fp8_gemm_nt(d=None)": ops.FP8_GEMM_NT_ALLOC,
             "m_grouped_fp8_gemm_nt_contiguous": ops.M_GROUPED_CONTIGUOUS,
             "m_grouped_fp8_gemm_nt_masked": ops.M_GROUPED_MASKED}
-
-
-@pytest.fixture
-def fake_cuda():
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-        yield mode
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 # --- schemas --------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ FP8 = torch.float8_e4m3fn
 F32 = torch.float32
 WGRAD = (1, 1, 128)
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 
 def _empty(shape, dtype=F32, device="cuda"):
     return torch.empty(shape, dtype=dtype, device=device)
@@ -36,19 +38,6 @@ def k_grouped(ks=(128, 0, 384), m=256, n=384, device="cuda"):
     groups = len(ks)
     return (a, b, _empty((groups, m, n), device=device), list(ks),
             _empty((groups,), torch.int32, device), _empty((groups, m, n), device=device))
-
-
-@pytest.fixture
-def fake_cuda():
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-        yield mode
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 # --- recipes ----------------------------------------------------------------------------------
