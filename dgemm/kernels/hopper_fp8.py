@@ -237,65 +237,86 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
     # expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the benchmark's
     # 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
-    row_counts = (max(1, m * 3 // 4), m, m * 5 // 4) if gemm_type == "grouped_masked" else (m,)
-
-    groups = num_groups if gemm_type == "grouped_masked" else 1
-
-    def num_tiles(block_m, block_n, multicast, rows):
-        # Whole cluster tiles: `multicast` n-blocks (sharing A) or m-blocks (sharing B).
-        unit_m, unit_n = cluster_unit(multicast, shares_a(block_m, block_n))
-        return (ceil_div(ceil_div(rows, block_m), unit_m) * unit_m * groups *
-                ceil_div(ceil_div(n, block_n), unit_n) * unit_n)
-
-    def score(config):
-        block_m, block_n, multicast = config
-        waves = [ceil_div(num_tiles(block_m, block_n, multicast, rows), num_sms)
-                 for rows in row_counts]
-        tiles = num_tiles(block_m, block_n, multicast, m)
-        last_wave = tiles - (ceil_div(tiles, num_sms) - 1) * num_sms
-        # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
-        # wave, less wasted area beyond N, the larger tile (better reuse).
-        cycles = tile_cycles(block_m, block_n, k, multicast, tiles >= num_sms)
-        fill = zero_fill_cycles(block_m, block_n, multicast)
-        return (sum(waves) / len(waves) * cycles + fill, -last_wave,
-                ceil_div(n, block_n) * block_n - n, -block_n, multicast)
-
-    def zero_fill_cycles(block_m, block_n, multicast):
-        # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every SM in
-        # the run, not only the tile's own (a shared cost, so it is not per wave): more tiles
-        # in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of 16x2112x7168
-        # ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest; fitted over the
-        # broad suite's fit part: 0.05 clk per row per tile per K block (v22). Since v24 only
-        # clusters sharing A (whole-tile slices) still load such rows: the plain GEMM's last
-        # m-block loads its real rows alone, and grouped rows past a group are in bounds.
-        if (gemm_type != "normal" or m % block_m == 0 or multicast == 1
-                or not shares_a(block_m, block_n)):
-            return 0.0
-        return 0.05 * ceil_div(n, block_n) * (block_m - m % block_m) * ceil_div(k, BLOCK_K)
-
-    # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
-    # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
-    # only on long K (cost model above) and only with at least two waves of clusters (DeepGEMM's
-    # rule too). Grouped layouts keep single CTAs (no gain measured, bench/NOTES.md v12).
-    multicasts = (1, 2) if gemm_type == "normal" else (1,)
+    spread = gemm_type == "grouped_masked"
+    row_counts = (max(1, m * 3 // 4), m, m * 5 // 4)
+    groups = num_groups if spread else 1
+    k_blocks = ceil_div(k, BLOCK_K)
     # 192-row tiles would straddle the contiguous layout's 128-row group padding.
     block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
         (64, 128, 192) if m > 128 else (64, 128))
-    # NOTES: 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4
-    # sweep); only the clearly wider 160 and 192 pay for their extra width there.
-    def clusters_fill_two_waves(block_m, block_n, multicast):
-        return multicast == 1 or num_tiles(block_m, block_n, multicast, m) >= 2 * num_sms
+    ranked = []
+    # Inlined integer ceilings (-(-a // b)): this loop runs for every first call at a new M.
+    for block_m in block_ms:
+        m_blocks = -(-m // block_m)
+        for tile in _tiles(gemm_type, n, k)[block_m]:
+            block_n, multicast, unit_m, n_tiles, cycles_full, cycles_part, waste, fill_a = tile
+            # Whole cluster tiles: `multicast` n-blocks (sharing A) or m-blocks (sharing B).
+            tiles = -(-m_blocks // unit_m) * unit_m * groups * n_tiles
+            # Clusters pay only with at least two waves of them (DeepGEMM's rule too).
+            if multicast > 1 and tiles < 2 * num_sms:
+                continue
+            waves = -(-tiles // num_sms)
+            last_wave = tiles - (waves - 1) * num_sms
+            if spread:      # the mean over the row counts
+                waves = sum(-(-(-(-(-(-rows // block_m)) // unit_m) * unit_m * groups *
+                                  n_tiles) // num_sms) for rows in row_counts) / 3
+            # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
+            # wave, less wasted area beyond N, the larger tile (better reuse).
+            cycles = cycles_full if tiles >= num_sms else cycles_part
+            # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every
+            # SM in the run, not only the tile's own (a shared cost, so not per wave): more
+            # tiles in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of
+            # 16x2112x7168 ran 1.15x slower than 64x40, while at M = 64 64x16 was the fastest;
+            # fitted over the broad suite's fit part: 0.05 clk per row per tile per K block
+            # (v22). Since v24 only clusters sharing A (whole-tile slices) still load such
+            # rows: the plain GEMM's last m-block loads its real rows alone, and grouped rows
+            # past a group are in bounds.
+            fill = (fill_a * (block_m - m % block_m) * k_blocks
+                    if fill_a and m % block_m else 0.0)
+            ranked.append(((waves * cycles + fill, -last_wave, waste, -block_n, multicast),
+                           len(ranked), (block_m, block_n, multicast)))
+    ranked.sort()             # ties keep the offering order (the index)
+    return [tile for _, _, tile in ranked]
 
+
+@functools.lru_cache(maxsize=4096)
+def _tiles(gemm_type: str, n: int, k: int) -> dict:
+    """{block_m: the tiles `ranked_tiles` may offer, with what of their score does not depend
+    on M}: (block_n, multicast, cluster m-blocks, n-tiles, cycles per tile with a full wave
+    and with less, columns wasted past N, zero-fill coefficient or 0). Memoised: a warm-up
+    selects for thousands of M with the same N and K."""
+    # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
+    # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
+    # only on long K (cost model above). Grouped layouts keep single CTAs (no gain measured,
+    # bench/NOTES.md v12).
+    multicasts = (1, 2) if gemm_type == "normal" else (1,)
     # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
-    # the 64 KB epilogue of each tile is not amortised.
+    # the 64 KB epilogue of each tile is not amortised. 136 and 144 wide 128-row tiles
+    # measured below 128 on 4 of 6 large shapes (v4 sweep); only the clearly wider 160 and
+    # 192 pay for their extra width there.
     wide_ok = ceil_div(k, BLOCK_K) >= 8
-    return sorted(((bm, bn, mc) for bm in block_ms for bn in block_ns(bm)
-                   if bm == 64 or bn <= 128 or (bn >= 160 and (bn < 256 or wide_ok))
-                   for mc in multicasts
-                   if clusters_fill_two_waves(bm, bn, mc) and multicast_fits(bm, bn, mc)
-                   and num_stages(bm, bn, k)),
-                  key=score)
+    table = {}
+    for block_m in (64, 128, 192):
+        table[block_m] = tiles = []
+        for block_n in block_ns(block_m):
+            if not (block_m == 64 or block_n <= 128 or (
+                    block_n >= 160 and (block_n < 256 or wide_ok))):
+                continue
+            for multicast in multicasts:
+                if not multicast_fits(block_m, block_n, multicast) or not num_stages(
+                        block_m, block_n, k):
+                    continue
+                on_a = shares_a(block_m, block_n)
+                unit_m, unit_n = cluster_unit(multicast, on_a)
+                n_blocks = ceil_div(n, block_n)
+                fill_a = (0.05 * n_blocks if gemm_type == "normal" and multicast > 1 and on_a
+                          else 0.0)
+                tiles.append((block_n, multicast, unit_m, ceil_div(n_blocks, unit_n) * unit_n,
+                              tile_cycles(block_m, block_n, k, multicast, True),
+                              tile_cycles(block_m, block_n, k, multicast, False),
+                              n_blocks * block_n - n, fill_a))
+    return table
 
 
 def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
