@@ -5,19 +5,21 @@
 Each line is the time of one part alone, issued ISSUE_CALLS times from an idle GPU and
 divided (bench_call's "issue" method), best of several repeats: the whole call with d given
 and with d=None, the signature and its memo lookup, the d=None allocation, the fast path's run
-(checks + launch), the launch plan's run alone (one ctypes cuLaunchKernelEx), and the torch
-queries the fast path makes. What the parts do not add up to is Python's call overhead between
+(checks + launch), the launch plan's run alone (one ctypes cuLaunchKernelEx), the same launch
+through cuLaunchKernel and with the GIL held, and the torch queries the fast path makes. What the parts do not add up to is Python's call overhead between
 them. Needs a CUDA GPU.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import time
 
 import torch
 
 import dgemm
 from dgemm import gemm
+from dgemm.jit import launcher
 
 from .bench_call import ISSUE_CALLS
 from .stub_launch import fp8_inputs
@@ -49,7 +51,22 @@ def parts(n: int, k: int) -> list:
     pointers = plan.pointers
     stream = torch._C._cuda_getCurrentRawStream(index)
     a0 = a[0]
-    return [
+    lib = launcher.driver()
+    grid, block = plan.grid, plan.block
+
+    def classic_launch():          # the same kernel and parameters through cuLaunchKernel
+        lib.cuLaunchKernel(plan.function, *grid, *block, plan.smem_bytes, stream, plan.address,
+                           None)
+
+    # The same entry point without ctypes' GIL release around it (a PyDLL handle).
+    unlocked = ctypes.PyDLL("libcuda.so.1").cuLaunchKernelEx
+    unlocked.argtypes, unlocked.restype = lib.cuLaunchKernelEx.argtypes, ctypes.c_int
+    plan.config.stream = stream
+    extra = [("cuLaunchKernel (no cluster attribute)", classic_launch)] if (
+        plan.cluster_dim == 1) else []
+    extra.append(("cuLaunchKernelEx, GIL held (PyDLL)",
+                  lambda: unlocked(plan.config_address, plan.function, plan.address, None)))
+    return extra + [
         ("call, d given", lambda: dgemm.fp8_gemm_nt(a, b, d)),
         ("call, d=None", lambda: dgemm.fp8_gemm_nt(a, b)),
         ("signature (d given)", lambda: gemm._call_signature("fp8_gemm_nt", a, b, d, None,
