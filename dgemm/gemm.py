@@ -18,7 +18,8 @@ A plain eager call whose signature (argument containers; every tensor's type, sh
 strides, dtype and device; the selection settings; the thread) was validated before takes the
 hot path: only the data pointers' alignment is checked again, and the launch plan recorded for
 it (`dgemm.kernels.plans`) is re-pointed and launched (`_FastCall`). No host-device sync; the
-only allocations are `d` when it is None and, for row-major A scales, their MN-major copy.
+only allocations are `d` when it is None and, for the portable kernel only, the MN-major copy
+of row-major A scales (the Hopper kernel reads them in place).
 
 Kernels are loaded on first use; during CUDA graph capture a kernel that is not loaded yet
 raises `KernelNotWarmError` (naming the shape and the `dgemm.warmup(...)` to run first) instead
@@ -392,8 +393,9 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
 
     Requirements:
         K is a multiple of 128; any M >= 0 and N >= 1. A and B are K-major and contiguous, as
-        is D. A's scales may be given row-major; they are converted to the MN-major,
-        TMA-aligned layout (`get_mn_major_tma_aligned_tensor`) with a copy unless already so.
+        is D. A's scales may have any layout: the Hopper kernel loads the MN-major,
+        TMA-aligned one (`get_mn_major_tma_aligned_tensor`) with TMA and reads others, such as
+        row-major, in place; the portable kernel gets an MN-major copy.
         All tensors live on the same CUDA device (sm_80 or newer).
 
     Arguments:
