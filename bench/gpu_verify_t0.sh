@@ -12,7 +12,8 @@
 #            inductor: the merge of main) and racecheck on one wgrad call.
 # bench:     bench.bench_wgrad (dense wgrad + k-grouped vs DeepGEMM 54e2261, built from .anchors
 #            in the background from the start), JSON to $OUT.
-# train:     bench.train_fp8 --steps 120 (FP8 vs BF16: loss gap over the last 20, step times).
+# train:     bench.train_fp8 --steps 120 --control (FP8 vs BF16: loss gaps over the last 20,
+#            max and of the means, with a perturbed-BF16 control as the noise floor; step times).
 # ddp:       (2 GPUs) torchrun --nproc-per-node 2 bench.train_fp8 --ddp against a redis-server
 #            (.wt-training/.redis, staged by bench/stage_redis.sh): rank 0 compiles, rank 1 must
 #            show remote hits and no compiles. Skipped on one GPU.
@@ -147,9 +148,9 @@ bench() {
 
 train() {
   want bench || check_prewarm
-  say "train: train_fp8 FP8 vs BF16, 120 steps"
+  say "train: train_fp8 FP8 vs BF16 (and a perturbed-BF16 control), 120 steps"
   DGEMM_CACHE_DIR="$wt/.kcache" timeout -k 10 "$(limit 180)" python3 -m bench.train_fp8 \
-    --steps 120 --json "$out/train_fp8.json" > "$out/train_fp8.txt" 2>&1 \
+    --steps 120 --control --json "$out/train_fp8.json" > "$out/train_fp8.txt" 2>&1 \
     || fail "train_fp8 (rc $?)"
   tail -3 "$out/train_fp8.txt" | cut -c1-1200
 }

@@ -6,9 +6,15 @@
         --ddp --steps 100 --rank-cache-dir '/tmp/dgemm-rank{rank}'               # two GPUs, DDP
 
 One process: trains the FP8 model, then the BF16 one, and prints one summary line: the
-largest relative loss gap |fp8 - bf16| / bf16 over the last 20 steps, the median step time of
-each (steps 5 on) and dgemm's cache counters (`compiles` 0: every kernel came from the cache);
---json writes both loss curves and step times too.
+largest relative loss gap |fp8 - bf16| / bf16 over the last 20 steps, the relative gap of the
+two runs' mean losses over those steps, the median step time of each (steps 5 on) and dgemm's
+cache counters (`compiles` 0: every kernel came from the cache); --json writes both loss
+curves and step times too.
+
+--control also trains the BF16 model from weights perturbed by about one bf16 rounding (no FP8
+anywhere) and reports the same two gaps against the BF16 run: the metrics' noise floor. The
+model is chaotic (top-1 routing flips, Adam), so two runs that differ by rounding drift apart
+and spike at different steps; a per-step max gap measures that as much as it measures FP8.
 
 --ddp (under torchrun; DGEMM_REMOTE_CACHE pointing at one redis-server): rank 0 runs one forward
 and backward first (loading or compiling every kernel the step needs and publishing it to
@@ -127,6 +133,27 @@ def max_relative_gap(fp8: list, bf16: list, last: int = 20) -> float:
     return max(abs(f - b) / b for f, b in zip(fp8[-last:], bf16[-last:]))
 
 
+def mean_relative_gap(fp8: list, bf16: list, last: int = 20) -> float:
+    """|mean fp8 - mean bf16| / mean bf16 over the last steps: spikes at single steps (either
+    run's) average out, a systematic gap does not."""
+    return abs(sum(fp8[-last:]) - sum(bf16[-last:])) / sum(bf16[-last:])
+
+
+def perturb(model, relative: float = 2 ** -8, seed: int = 2):
+    """Each weight times (1 + relative * N(0, 1)), back in bf16: about one bf16 rounding."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            noise = torch.randn(p.shape, generator=generator).to(p.device)
+            p.copy_((p.float() * (1 + relative * noise)).to(p.dtype))
+    return model
+
+
+def gaps(losses: list, bf16_losses: list, prefix: str = "") -> dict:
+    return {f"{prefix}max_rel_gap_last_20": max_relative_gap(losses, bf16_losses),
+            f"{prefix}rel_gap_mean_last_20": mean_relative_gap(losses, bf16_losses)}
+
+
 def _cache_stats() -> dict:
     import dgemm.jit
     return dgemm.jit.stats()
@@ -138,18 +165,23 @@ def single(args, shape) -> int:
     stats = _cache_stats()
     bf16_losses, bf16_times = train(build(False, *shape, args.device), args.steps, args.tokens,
                                     args.dim, args.device)
+    curves = dict(fp8_loss=fp8_losses, bf16_loss=bf16_losses)
     summary = {"steps": args.steps, "tokens": args.tokens, "dim": args.dim,
                "hidden": args.hidden, "experts": args.experts,
-               "max_rel_gap_last_20": max_relative_gap(fp8_losses, bf16_losses),
+               **gaps(fp8_losses, bf16_losses),
                "fp8_loss_last": fp8_losses[-1], "bf16_loss_last": bf16_losses[-1],
                "fp8_loss_first": fp8_losses[0], "bf16_loss_first": bf16_losses[0],
                "fp8_step_ms": median_ms(fp8_times), "bf16_step_ms": median_ms(bf16_times),
                "fp8_first_step_ms": fp8_times[0] * 1e3, "dgemm_cache": stats}
+    if args.control:
+        control, _ = train(perturb(build(False, *shape, args.device)), args.steps, args.tokens,
+                           args.dim, args.device)
+        summary.update(gaps(control, bf16_losses, "control_"))
+        curves["control_loss"] = control
     print(json.dumps(summary), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(dict(summary, fp8_loss=fp8_losses, bf16_loss=bf16_losses,
-                                             fp8_step_s=fp8_times, bf16_step_s=bf16_times),
-                                        indent=1))
+        args.json.write_text(json.dumps(dict(summary, **curves, fp8_step_s=fp8_times,
+                                             bf16_step_s=bf16_times), indent=1))
     return 0
 
 
@@ -200,6 +232,9 @@ def make_parser() -> argparse.ArgumentParser:
                         help="with --ddp: DGEMM_CACHE_DIR of each rank, e.g. /tmp/c{rank}")
     parser.add_argument("--json", type=pathlib.Path,
                         help="write curves and step times here ({rank} is replaced with --ddp)")
+    parser.add_argument("--control", action="store_true",
+                        help="also train BF16 from weights perturbed by ~one bf16 rounding: "
+                             "the loss-gap metrics' noise floor")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--reference-gemms", action="store_true",
                         help="the layers' fp32 reference GEMMs instead of dgemm's kernels "
@@ -216,6 +251,8 @@ def main(argv=None) -> int:
         parser.error("--device cpu needs --reference-gemms (dgemm's kernels need a GPU)")
     if args.rank_cache_dir and not args.ddp:
         parser.error("--rank-cache-dir goes with --ddp")
+    if args.control and args.ddp:
+        parser.error("--control goes without --ddp")
     shape = (args.dim, args.hidden, args.experts)
     gemms = (training.use_gemms(training.reference_gemms()) if args.reference_gemms
              else contextlib.nullcontext())

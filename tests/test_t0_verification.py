@@ -21,6 +21,7 @@ import torch
 
 from bench import bench_wgrad, inputs, sanitizer_wgrad, train_fp8
 from dgemm import heuristics, training, warm
+from dgemm.utils import calc_diff
 from dgemm.jobs import manifest as manifests
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,12 +131,60 @@ def test_train_fp8_compares_fp8_with_bf16_and_writes_its_json(tmp_path, capsys):
     assert len(saved["fp8_loss"]) == len(saved["bf16_loss"]) == 20
     assert summary["max_rel_gap_last_20"] == pytest.approx(max(
         abs(f - b) / b for f, b in zip(saved["fp8_loss"][-20:], saved["bf16_loss"][-20:])))
+    assert summary["rel_gap_mean_last_20"] == pytest.approx(
+        abs(sum(saved["fp8_loss"]) - sum(saved["bf16_loss"])) / sum(saved["bf16_loss"]))
+    assert "control_loss" not in saved and "control_max_rel_gap_last_20" not in summary
     assert summary["fp8_loss_last"] < summary["fp8_loss_first"]          # it learns
     assert set(summary["dgemm_cache"]) >= {"compiles", "remote_hits", "disk_hits"}
 
 
+def test_train_fp8_control_is_bf16_from_weights_one_rounding_away(tmp_path, capsys):
+    assert train_fp8.main(TINY + ["--control", "--json", str(tmp_path / "t.json")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    saved = json.loads((tmp_path / "t.json").read_text())
+    control, bf16 = saved["control_loss"], saved["bf16_loss"]
+    assert control[0] != bf16[0] and control[0] == pytest.approx(bf16[0], rel=1e-2)
+    assert summary["control_max_rel_gap_last_20"] == pytest.approx(
+        train_fp8.max_relative_gap(control, bf16))
+    assert summary["control_rel_gap_mean_last_20"] == pytest.approx(
+        train_fp8.mean_relative_gap(control, bf16))
+
+
+def _lossless(monkeypatch):
+    """The layers' quantization replaced by fp32 values with scale 1 (the reference GEMMs
+    dequantize as data * scales), so the FP8 model computes what the BF16 one does."""
+    def rows(x):
+        return x.float(), torch.ones(x.shape[0], x.shape[1] // 128)
+
+    def weight(w):
+        scales = torch.ones(w.shape[0] // 128, w.shape[1] // 128)
+        return (w.float(), scales), (w.float().t().contiguous(), scales.t().contiguous())
+    monkeypatch.setattr(training, "per_token_cast_to_fp8", rows)
+    monkeypatch.setattr(training, "quantize_weight", weight)
+
+
+def _model_grads(fp8: bool) -> dict:
+    model = train_fp8.build(fp8, 128, 256, 2, "cpu")
+    x, y = next(train_fp8.batches(1, 512, 128, "cpu"))
+    with training.use_gemms(training.reference_gemms()):
+        torch.nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    return {name: p.grad.float() for name, p in model.named_parameters()}
+
+
+def test_without_quantization_the_fp8_model_has_the_bf16_models_gradients(monkeypatch):
+    """Every path of the FP8 model's backward (routers, residuals, experts' padding, dgrad's
+    W^T, wgrad) is wired as autograd's BF16 model: quantization is the only difference."""
+    bf16 = _model_grads(False)
+    _lossless(monkeypatch)
+    fp8 = _model_grads(True)
+    assert set(fp8) == set(bf16) and any("router" in name for name in fp8)
+    for name in bf16:
+        assert calc_diff(fp8[name], bf16[name]) < 1e-5, name
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "10"], "at least 20"),
+    (["--control", "--ddp"], "goes without --ddp"),
     (["--device", "cpu"], "needs --reference-gemms"),
     (["--rank-cache-dir", "/tmp/x{rank}"], "goes with --ddp"),
 ])
