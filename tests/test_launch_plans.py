@@ -152,6 +152,15 @@ def test_masked_scales_pass_their_group_stride(driver):
     p = dense_params(driver.launches[-1])
     assert p["sa"] == sa.data_ptr() and p["m"] == max_m
     assert p["sa_strides"] == (K // 128, 1, max_m * (K // 128))
+    assert p["in_place"] == 1
+    # Pre-transformed (MN-major, TMA-aligned per group): one TMA map over every group's K
+    # blocks, the groups one after another along its outer dimension.
+    mn_major = utils.get_mn_major_tma_aligned_tensor(sa)
+    dgemm.m_grouped_fp8_gemm_nt_masked((a0, mn_major), b, d, masked_m, max_m)
+    p = dense_params(driver.launches[-1])
+    assert p["sa"] == mn_major.data_ptr() and p["in_place"] == 0
+    assert p["tma_sa"]["dims"] == (max_m, groups * (K // 128))
+    check_scales_mode(p, mn_major)
 
 
 def test_the_portable_kernel_still_gets_the_mn_major_copy(driver, monkeypatch):
