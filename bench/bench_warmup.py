@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from dgemm.jobs.prewarm import positive_int
+
 from .warmup_sweep import Workload, deepgemm_kernels, dgemm_entries, kernels_in_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,17 +87,17 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         prog="python -m bench.bench_warmup", description=__doc__.split("\n\n")[0],
         epilog="phases: " + ", ".join(PHASE_NAMES))
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--max-m", type=_positive_int, default=16384, metavar="M",
+    size.add_argument("--max-m", type=positive_int, default=16384, metavar="M",
                       help="largest number of tokens, vLLM's max_num_batched_tokens "
                            "(default 16384)")
     size.add_argument("--quick", action="store_const", const=QUICK_MAX_M, dest="max_m",
                       help=f"--max-m {QUICK_MAX_M}")
     parser.add_argument("--preset", default="deepseek_v3",
                         help="shape preset whose layers are warmed up (default deepseek_v3)")
-    parser.add_argument("--experts", type=_positive_int, default=32,
+    parser.add_argument("--experts", type=positive_int, default=32,
                         help="local experts of each MoE weight (default 32: DeepSeek-V3's 256 "
                              "over 8 ranks); must divide 128")
-    parser.add_argument("--topk", type=_positive_int, default=8,
+    parser.add_argument("--topk", type=positive_int, default=8,
                         help="experts per token (default 8, DeepSeek-V3's)")
     parser.add_argument("--only", type=_phases, default=PHASE_NAMES, metavar="PHASE,...",
                         help="run these phases, in the order above (default: all)")
@@ -107,10 +109,10 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
                              "and is skipped when under 10 s is left")
     parser.add_argument("--second-pass", action=argparse.BooleanOptionalAction, default=True,
                         help="time a second sweep in each sweep phase's process (default on)")
-    parser.add_argument("--num-sms", type=_positive_int, default=None,
+    parser.add_argument("--num-sms", type=positive_int, default=None,
                         help="prewarm's --num-sms (default: this GPU's)")
     parser.add_argument("--arch", default="sm_90a", help="prewarm's --arch (default sm_90a)")
-    parser.add_argument("--jobs", type=_positive_int, default=None,
+    parser.add_argument("--jobs", type=positive_int, default=None,
                         help="prewarm's --jobs (default: its own, every CPU)")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/dgemm-warmup-bench"),
                         help="where the phases' caches and logs go (default "
@@ -127,16 +129,6 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     if args.append and args.json is None:
         parser.error("--append needs --json (the file to add to)")
     return args
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
-    return value
 
 
 def _positive_float(text: str) -> float:

@@ -79,9 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--portable", action="store_true",
                         help="prewarm the portable kernels (what DGEMM_FORCE_PORTABLE=1 runs on "
                              "Hopper) instead of the arch's own")
-    parser.add_argument("--num-sms", type=_positive_int, default=132, metavar="N",
+    parser.add_argument("--num-sms", type=positive_int, default=132, metavar="N",
                         help="SM count of the GPUs that will run the kernels (default 132)")
-    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="parallel compile processes (default: the CPUs this process may "
                              "use, divided among torchrun's LOCAL_WORLD_SIZE ranks)")
     parser.add_argument("--shard", type=_shard, default=None, metavar="I/N",
@@ -311,7 +311,7 @@ def default_jobs(environ) -> int:
     return max(1, cpus // local_ranks)
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:

@@ -24,7 +24,7 @@ import sys
 import time
 
 from dgemm.jobs import manifest as manifests
-from dgemm.jobs.prewarm import _positive_int, add_manifest_arguments, default_jobs
+from dgemm.jobs.prewarm import positive_int, add_manifest_arguments, default_jobs
 from dgemm.progress import Progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 4
@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_manifest_arguments(parser, "tune every M bucket that reaches")
     parser.add_argument("--device", type=int, default=0, metavar="INDEX",
                         help="CUDA device to time on (default 0)")
-    parser.add_argument("--num-sms", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--num-sms", type=positive_int, default=None, metavar="N",
                         help="SM count the workload's ranks run with (default: the device's; "
                              "set it when they call dgemm.set_num_sms)")
-    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="parallel processes compiling the candidates before they are "
                              "timed (default: the CPUs this process may use)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
