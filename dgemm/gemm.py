@@ -90,6 +90,21 @@ def _check_shape(fn: str, name: str, t: torch.Tensor, expected: tuple, meaning: 
         raise ValueError(f"{fn}: {name} must have shape {meaning} = {expected}; got {_shape(t)}")
 
 
+def _dense_mnk(fn: str, a_data: torch.Tensor, b_data: torch.Tensor,
+               k_name: str = "K") -> tuple:
+    """(m, n, k) of a dense GEMM's operands a[0] (m, k) and b[0] (n, k); ValueError unless
+    both are 2-D with the same K (`k_name`: how the message calls K)."""
+    if a_data.dim() != 2 or b_data.dim() != 2:
+        raise ValueError(f"{fn}: a[0] must be 2-D (m, k) and b[0] 2-D (n, k); got "
+                         f"{_shape(a_data)} and {_shape(b_data)}")
+    m, k = a_data.shape
+    n, b_k = b_data.shape
+    if b_k != k:
+        raise ValueError(f"{fn}: a[0] is (m, k) = {_shape(a_data)} but b[0] is (n, k) = "
+                         f"{_shape(b_data)}: {k_name} differs")
+    return m, n, k
+
+
 def _check_k(fn: str, k: int) -> None:
     if k <= 0 or k % _BLOCK != 0:
         raise ValueError(f"{fn}: K must be a positive multiple of {_BLOCK}; got K={k}. Pad A and "
@@ -467,14 +482,7 @@ def _checked_dense(a, b, d, real: Optional[bool] = None) -> tuple:
         _check_tensor_dtype(fn, "d", d, torch.bfloat16, "the output")
     if real is None:
         real = _direct(a_data, a_scales, b_data, b_scales, d)
-    if a_data.dim() != 2 or b_data.dim() != 2:
-        raise ValueError(f"{fn}: a[0] must be 2-D (m, k) and b[0] 2-D (n, k); got "
-                         f"{_shape(a_data)} and {_shape(b_data)}")
-    m, k = a_data.shape
-    n, b_k = b_data.shape
-    if b_k != k:
-        raise ValueError(f"{fn}: a[0] is (m, k) = {_shape(a_data)} but b[0] is (n, k) = "
-                         f"{_shape(b_data)}: K differs")
+    m, n, k = _dense_mnk(fn, a_data, b_data)
     _check_k(fn, k)
     if n == 0:
         raise ValueError(f"{fn}: N must be at least 1; got b[0] of shape {_shape(b_data)}")

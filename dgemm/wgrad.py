@@ -86,14 +86,7 @@ def checked_wgrad(a, b, d, c, real: Optional[bool] = None) -> tuple:
     _check_c_d_types(fn, c, d)
     if real is None:
         real = gemm._direct(a_data, a_scales, b_data, b_scales, d, c)
-    if a_data.dim() != 2 or b_data.dim() != 2:
-        raise ValueError(f"{fn}: a[0] must be 2-D (m, k) and b[0] 2-D (n, k); got "
-                         f"{gemm._shape(a_data)} and {gemm._shape(b_data)}")
-    m, k = a_data.shape
-    n, b_k = b_data.shape
-    if b_k != k:
-        raise ValueError(f"{fn}: a[0] is (m, k) = {gemm._shape(a_data)} but b[0] is (n, k) = "
-                         f"{gemm._shape(b_data)}: K (the tokens) differs")
+    m, n, k = gemm._dense_mnk(fn, a_data, b_data, "K (the tokens)")
     if k % _BLOCK:
         raise ValueError(f"{fn}: K (the tokens) must be a multiple of {_BLOCK} (0 allowed); "
                          f"got K={k}. Pad the tokens with zero rows to the next multiple of "

@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import dgemm
 from dgemm import gemm, ops
+from compile_helpers import GraphRecorder  # tests/compile_helpers.py
 
 FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
@@ -146,22 +147,6 @@ def test_calling_an_operator_on_cpu_tensors_raises_the_device_error():
 
 
 # --- torch.compile --------------------------------------------------------------------------------
-class GraphRecorder:
-    """A torch.compile backend that keeps each graph and runs it as traced (under the test's
-    FakeTensorMode, so the operators' fake implementations run, not the GPU)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    def targets(self):
-        return [node.target for gm in self.graphs for node in gm.graph.nodes
-                if node.op == "call_function"]
-
-
 @pytest.mark.parametrize("name", list(CALLS))
 def test_compile_fullgraph_records_one_dgemm_operator_and_no_graph_break(name, fake_cuda):
     fn, make = CALLS[name]

@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import dgemm
 from dgemm import gemm, ops, wgrad
+from compile_helpers import GraphRecorder  # tests/compile_helpers.py
 
 FP8 = torch.float8_e4m3fn
 F32 = torch.float32
@@ -210,19 +211,6 @@ def test_the_wgrad_operators_declare_that_they_write_only_d(name):
                if arg.alias_info is not None and arg.alias_info.is_write]
     assert written == ["d"] and len(schema.returns) == 0
     assert ("c" in [arg.name for arg in schema.arguments]) == ("accumulate" not in name)
-
-
-class GraphRecorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    def targets(self):
-        return [node.target for gm in self.graphs for node in gm.graph.nodes
-                if node.op == "call_function"]
 
 
 CALLS = {

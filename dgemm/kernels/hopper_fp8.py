@@ -97,7 +97,6 @@ def plan_checks(spec: KernelSpec) -> str:
 # ------------------------------------------------------------------------------------------
 # Selection: (gemm type, m, n, k, groups, SMs) -> KernelSpec
 # ------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=8192)     # pure, M-independent: asked per candidate per new M
 def max_stages(block_m: int, block_n: int, k: int) -> int:
     """Deepest pipeline (3..16 stages) that fits shared memory, or 0: more bytes in flight hide
     TMA latency on the small-M shapes."""
@@ -105,7 +104,7 @@ def max_stages(block_m: int, block_n: int, k: int) -> int:
                 if smem_plan(block_m, block_n, k, s) <= SMEM_CAPACITY), default=0)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=8192)     # pure, M-independent: asked for every tile selected
 def num_stages(block_m: int, block_n: int, k: int) -> int:
     """Pipeline depth for a tile, or 0 if none fits: each tile walks the ring in whole rounds
     of stages (slots past the last K block go unused), so take the fewest stages that keep the
@@ -141,7 +140,6 @@ def block_ns(block_m: int) -> tuple:
     return narrow + (256,) if block_m == 128 else narrow
 
 
-@functools.lru_cache(maxsize=8192)     # pure, M-independent: asked per candidate per new M
 def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
                 full_wave: bool = True) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
@@ -258,8 +256,8 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             waves = -(-tiles // num_sms)
             last_wave = tiles - (waves - 1) * num_sms
             if spread:      # the mean over the row counts
-                waves = sum(-(-(-(-(-(-rows // block_m)) // unit_m) * unit_m * groups *
-                                  n_tiles) // num_sms) for rows in row_counts) / 3
+                waves = sum(ceil_div(ceil_div(ceil_div(rows, block_m), unit_m) * unit_m *
+                                     groups * n_tiles, num_sms) for rows in row_counts) / 3
             # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
             # wave, less wasted area beyond N, the larger tile (better reuse).
             cycles = cycles_full if tiles >= num_sms else cycles_part
