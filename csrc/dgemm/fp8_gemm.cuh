@@ -423,13 +423,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 #pragma unroll 1
                 for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
                     empty_barriers[stage].wait(phase ^ 1);
+                    // One running pointer down the lane's rows: the producer warpgroup has 40
+                    // registers, and six precomputed row addresses spilled (masked layout).
                     const float* src = lane_sa + k_block * sa_k_stride;
+                    const uint32_t dst = smem_sa + stage * BLOCK_M * 4;
                     #pragma unroll
                     for (uint32_t j = 0; j < kScalesAPerLane; ++j) {
                         const bool real = (valid >> j) & 1u;
-                        cp_async_4_zfill(smem_sa + (stage * BLOCK_M + j * 32) * 4,
-                                         real ? src + j * 32 * sa_row_stride : scales_a,
+                        cp_async_4_zfill(dst + j * 32 * 4, real ? src : scales_a,
                                          real ? 4u : 0u);
+                        src += 32 * sa_row_stride;
                     }
                     cp_async_arrive_noinc(full_barriers + stage);
                     if (++stage == kNumStages)
