@@ -8,8 +8,8 @@ Both operands carry one fp32 scale per row and 128-wide K block (`per_token_cast
 the K-major activation and output-gradient copies); the result accumulates in fp32 onto `c`:
 `d = c + a . b^T`, and `d` may be `c` (in-place accumulation of a weight gradient). K is the
 token dimension; it may be 0 (then `d = c`). The kernel takes K at run time, so one kernel
-serves every K of a layer and every group of the k-grouped GEMM, which runs one launch per
-group with K_g > 0 (ks_cpu is on the host, so no synchronisation).
+serves every K of a layer and every group of the k-grouped GEMM (the Hopper kernel walks up
+to 12 groups per launch; ks_cpu is on the host, so no synchronisation).
 
 Checks follow `dgemm.gemm`'s order (TypeError for structure and dtypes, ValueError for
 shapes, strides and alignment, RuntimeError for devices), and the same eager-or-operator rule:
@@ -24,7 +24,6 @@ import torch
 
 from . import gemm, kernels, ops, utils
 from .kernels import loader
-from .utils import ceil_div
 
 FP8 = gemm.FP8
 _BLOCK = 128
@@ -255,21 +254,8 @@ def _run_k_grouped(a, sa, b, sb, c, d, ks: list) -> None:
         return
     family, spec, kernel = _kernel_for("k_grouped_fp8_gemm_nt_contiguous", m, n,
                                        max(busy), num_groups, d.device)
-    sa = utils.get_mn_major_tma_aligned_tensor(sa)
-    sb = utils.get_mn_major_tma_aligned_tensor(sb)
-    sa_stride, sb_stride = ceil_div(m, 4) * 4, ceil_div(n, 4) * 4
-    offset = 0                                        # tokens before group g
-    for g, k in enumerate(ks):
-        if k == 0:
-            if c is not d:
-                d[g].copy_(c[g])
-            continue
-        kb = offset // _BLOCK
-        family.launch_raw(spec, m, k, a.data_ptr() + offset * m, sa.data_ptr() + kb * sa_stride * 4,
-                          sa_stride, b.data_ptr() + offset * n,
-                          sb.data_ptr() + kb * sb_stride * 4, sb_stride,
-                          c[g].data_ptr(), d[g].data_ptr(), kernel)
-        offset += k
+    family.launch_k_grouped(spec, a, utils.get_mn_major_tma_aligned_tensor(sa), b,
+                            utils.get_mn_major_tma_aligned_tensor(sb), c, d, ks, kernel)
 
 
 def k_grouped_fp8_wgrad_op(a, sa, b, sb, c, d, ks, grouped_layout) -> None:

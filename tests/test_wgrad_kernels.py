@@ -98,7 +98,7 @@ def _front_end_fails(spec) -> bool:
 
 
 @pytest.mark.parametrize("family, planned", [
-    (hopper_wgrad, "smem_bytes"), (hopper_wgrad, "num_threads"),
+    (hopper_wgrad, "smem_bytes"), (hopper_wgrad, "num_threads"), (hopper_wgrad, "groups_bytes"),
     (portable_wgrad, "smem_bytes"), (portable_wgrad, "num_threads")])
 def test_a_wgrad_plan_that_differs_from_the_header_fails_the_compile(family, planned,
                                                                      monkeypatch):
@@ -194,7 +194,8 @@ def _nvdisasm():
 def test_the_hopper_wgrad_cubin_runs_fp8_wgmma_not_the_trap_stub(name, cubins, tmp_path):
     """The kernel body is guarded by the sm_90a feature macro; compiled without it the kernel
     would be one trap instruction. Its SASS must hold the FP8 warpgroup MMA (QGMMA), the TMA
-    loads (UTMALDG) and the register hand-over (USETMAXREG)."""
+    loads (UTMALDG), the reduce epilogue's TMA additions (UTMAREDG) and the register hand-over
+    (USETMAXREG)."""
     import subprocess
     tool = _nvdisasm()
     if tool is None:
@@ -205,5 +206,5 @@ def test_the_hopper_wgrad_cubin_runs_fp8_wgmma_not_the_trap_stub(name, cubins, t
     path.write_bytes(cubins[spec, name][0])
     sass = subprocess.run([tool, str(path)], capture_output=True, text=True, timeout=120,
                           check=True).stdout
-    for instruction in ("QGMMA", "UTMALDG", "USETMAXREG", "SYNCS"):
+    for instruction in ("QGMMA", "UTMALDG", "UTMAREDG", "USETMAXREG", "SYNCS"):
         assert instruction in sass, instruction

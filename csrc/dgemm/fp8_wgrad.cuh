@@ -1,40 +1,60 @@
 #pragma once
-// FP8 weight-gradient GEMM for sm_90a (recipe (1, 1, 128)):
-//   D[M, N] (fp32) = C[M, N] (fp32) + sum over K blocks kb of
-//                    (A[M, kb] . B[N, kb]^T) * scale_a[m, kb] * scale_b[n, kb]
-// A and B are e4m3, K-major, and BOTH carry one scale per row and 128-wide K block (K is the
-// token dimension of a training step). Unlike the forward kernel (fp8_gemm.cuh), whose B scale
-// is one number per 128x128 block and so per 128 output columns, here every output column has
-// its own B scale: the promotion multiplies a per-row and a per-column factor.
+// FP8 weight-gradient GEMM for sm_90a (recipe (1, 1, 128)), for one or several groups g:
+//   D[g] (fp32) = C[g] + sum over K blocks kb of
+//                 (A_g[M, kb] . B_g[N, kb]^T) * scale_a[m, kb] * scale_b[n, kb]
+// A_g and B_g are e4m3, K-major, and BOTH carry one scale per row and 128-wide K block (K is
+// the token dimension of a training step). Unlike the forward kernel (fp8_gemm.cuh), whose B
+// scale is one number per 128x128 block and so per 128 output columns, here every output
+// column has its own B scale: the promotion multiplies a per-row and a per-column factor.
 //
-// K is a run-time argument (tokens per step, and each group of the k-grouped GEMM has its
-// own), so one kernel serves every K of a layer. `c` and `d` may be the same buffer: every
-// element is read and then written by the same thread.
+// K is a run-time value per group (tokens per step; each group of the k-grouped GEMM has its
+// own), so one kernel serves every K of a layer. A launch walks the tiles of up to
+// kWgradMaxGroups groups (the dense GEMM is one group): each group's A and B tensor maps, K
+// and place in the scale tensors travel in one __grid_constant__ parameter block.
 //
 // Persistent and warp-specialised: warpgroup 0 is the TMA producer (A, B and both scale
 // vectors per K block into a ring of kNumStages stages), two math warpgroups own 64 rows of
-// the 128-row tile each. The epilogue adds C and stores fp32 directly from the registers.
-//
-// UNVERIFIED on a GPU (training t0, bench/NOTES.md): compiled and plan-checked on CPU only.
+// the 128-row tile each. Two epilogues, chosen per launch:
+//  - reduce (N % 4 == 0, d 16-byte aligned): each warpgroup stages its 64 x BLOCK_N fp32 sums
+//    in shared memory and hands them to TMA as `d += tile` (a reduction at L2); the host has
+//    made d equal to c first (a copy unless d is c). The warpgroup goes straight on to its
+//    next tile while the reduction runs, so the fp32 read-modify-write of D overlaps the next
+//    tile's WGMMAs instead of stalling them.
+//  - registers (any N): d = c + sum from the registers, each element read from c and written
+//    to d by the same thread (so c may be d).
 #include "mma_utils.cuh"
 #include "tma_utils.cuh"
 
 namespace dgemm {
 
+// Groups per launch: their tensor maps (2 x 128 bytes each) keep the kernel's parameters
+// under the classic 4 KB limit. The host splits more groups over several launches.
+constexpr uint32_t kWgradMaxGroups = 12;
+
+struct Fp8WgradGroups {
+    TmaDescriptor a[kWgradMaxGroups];         // A_g fp8 [M, K_g]: boxes of 128 K x BLOCK_M rows
+    TmaDescriptor b[kWgradMaxGroups];         // B_g fp8 [N, K_g]: boxes of 128 K x BLOCK_N rows
+    uint32_t num_k_blocks[kWgradMaxGroups];   // K_g / 128, > 0 (the host drops empty groups)
+    uint32_t k_block_offset[kWgradMaxGroups]; // g's first K block in the scale tensors
+    uint32_t d_index[kWgradMaxGroups];        // g's index along c's and d's outer dimension
+    uint32_t num_groups;
+};
+
 // ---- The kernel's plan, shared with Python (dgemm/kernels/hopper_wgrad.py) -------------------
 struct Fp8WgradSmem {
-    uint32_t a, b, scales_a, scales_b, full_barriers, empty_barriers, total;
+    uint32_t d, a, b, scales_a, scales_b, full_barriers, empty_barriers, total;
 };
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
 __host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
-    const uint32_t a = 0;                                           // 1024-aligned tiles first
+    const uint32_t d = 0;                                           // 1024-aligned blocks first
+    const uint32_t a = d + BLOCK_M * BLOCK_N * 4;                   // the reduce epilogue's tile
     const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;
     const uint32_t scales_a = b + kNumStages * BLOCK_N * BLOCK_K;
     const uint32_t scales_b = scales_a + kNumStages * BLOCK_M * 4;
     const uint32_t full = scales_b + kNumStages * BLOCK_N * 4;
     const uint32_t empty = full + kNumStages * 8;
-    return {a, b, scales_a, scales_b, full, empty, empty + kNumStages * 8};
+    return {d, a, b, scales_a, scales_b, full, empty, empty + kNumStages * 8};
 }
 
 enum : uint32_t {
@@ -43,7 +63,7 @@ enum : uint32_t {
 };
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
-          uint32_t kPlannedSmemBytes, uint32_t kPlannedThreads>
+          uint32_t kPlannedSmemBytes, uint32_t kPlannedThreads, uint32_t kPlannedGroupsBytes>
 struct Fp8WgradPlanCheck {
     static_assert(fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total <= 232448,
                   "the wgrad kernel's shared memory exceeds the 232448 bytes an sm_90 CTA may "
@@ -54,28 +74,37 @@ struct Fp8WgradPlanCheck {
     static_assert(kWgradProducerThreads + kWgradMathThreads == kPlannedThreads,
                   "dgemm/kernels/hopper_wgrad.py launches a different thread count than the "
                   "kernel's three warpgroups");
+    static_assert(sizeof(Fp8WgradGroups) == kPlannedGroupsBytes,
+                  "dgemm/kernels/hopper_wgrad.py packs a different group block than "
+                  "Fp8WgradGroups (kWgradMaxGroups)");
 };
 
 // Run-time arguments:
-//   c, d          fp32 [M, N], row-major (may be the same buffer)
-//   shape_m       M; shape_k: K, a multiple of 128 (> 0: the host skips K == 0)
-//   tma_a, tma_b  fp8 [M, K] / [N, K], 128B-swizzled boxes of (128 K) x (BLOCK_M / BLOCK_N rows)
-//   tma_scales_a  fp32 MN-major [K / 128, align(M, 4)], boxes of BLOCK_M x 1
-//   tma_scales_b  fp32 MN-major [K / 128, align(N, 4)], boxes of BLOCK_N x 1
-// Grid: min(SMs, tiles) CTAs, each walking tiles blockIdx.x, + gridDim.x, ...
+//   c, d          fp32 [G, M, N], row-major (may be the same buffer); the groups' d_index
+//                 select the [M, N] slices. With `reduce_into_d` d already holds c.
+//   shape_m       M
+//   reduce_into_d 1: the reduce epilogue (tma_d), 0: the registers epilogue (c, d)
+//   groups        see Fp8WgradGroups
+//   tma_scales_a  fp32 MN-major [K blocks, align(M, 4)] over every group, boxes BLOCK_M x 1
+//   tma_scales_b  fp32 MN-major [K blocks, align(N, 4)] over every group, boxes BLOCK_N x 1
+//   tma_d         fp32 [G, M, N], boxes of 32 columns x 64 rows x 1, 128B-swizzled
+//                 (unused by the registers epilogue)
+// Grid: min(SMs, tiles) CTAs, each walking tiles blockIdx.x, + gridDim.x, ... over the
+// groups in order, m-blocks within a group, n-blocks fastest.
 template <uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K,
           uint32_t kNumStages, uint32_t kNumSMs>
 __global__ void __launch_bounds__(kWgradProducerThreads + kWgradMathThreads, 1)
-fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
-                 const __grid_constant__ TmaDescriptor tma_a,
-                 const __grid_constant__ TmaDescriptor tma_b,
+fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_into_d,
+                 const __grid_constant__ Fp8WgradGroups groups,
                  const __grid_constant__ TmaDescriptor tma_scales_a,
-                 const __grid_constant__ TmaDescriptor tma_scales_b) {
+                 const __grid_constant__ TmaDescriptor tma_scales_b,
+                 const __grid_constant__ TmaDescriptor tma_d) {
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(BLOCK_K == 128, "one scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(BLOCK_M == 128, "two math warpgroups of 64 rows");
-    static_assert(BLOCK_N % 16 == 0 and BLOCK_N >= 16 and BLOCK_N <= 128,
-                  "WGMMA N granularity; the accumulators of 128 columns fit the registers");
+    static_assert(BLOCK_N % 32 == 0 and BLOCK_N >= 32 and BLOCK_N <= 128,
+                  "the reduce epilogue stages 32-column chunks; the accumulators of 128 "
+                  "columns (+ the final sums) fit the registers");
     static_assert(kNumStages >= 2, "a ring needs two stages");
 
     using WGMMA = WgmmaFp8<BLOCK_N>;
@@ -87,7 +116,12 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
                   "128B-swizzled tiles must stay 1024-byte aligned");
     constexpr uint32_t kStageBytes = SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE +
                                      BLOCK_M * 4 + BLOCK_N * 4;
+    // The reduce epilogue: per warpgroup 64 rows x BLOCK_N fp32 as 32-column chunks of 64 rows
+    // x 128 bytes, 128B-swizzled (the TMA box of tma_d).
+    constexpr uint32_t kChunkColumns = 32, kChunkBytes = 64 * 128;
+    constexpr uint32_t kWarpgroupDBytes = (BLOCK_N / kChunkColumns) * kChunkBytes;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
+    static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
     constexpr uint32_t kNumTMARegisters = 40, kNumMathRegisters = 232;
@@ -95,6 +129,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
                   "register budgets (setmaxnreg) exceed the SM's 64K registers");
 
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
+    uint8_t* smem_d = smem_buffer + kSmem.d;
     uint8_t* smem_a = smem_buffer + kSmem.a;
     uint8_t* smem_b = smem_buffer + kSmem.b;
     float* smem_scales_a = reinterpret_cast<float*>(smem_buffer + kSmem.scales_a);
@@ -104,14 +139,16 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
-    const uint32_t num_k_blocks = shape_k / BLOCK_K;
-    const uint32_t num_tiles = ceil_div(shape_m, BLOCK_M) * kNumNBlocks;
+    const uint32_t tiles_per_group = ceil_div(shape_m, BLOCK_M) * kNumNBlocks;
+    const uint32_t num_tiles = tiles_per_group * groups.num_groups;
 
     if (threadIdx.x == 0) {
-        tma_prefetch_descriptor(&tma_a);
-        tma_prefetch_descriptor(&tma_b);
+        tma_prefetch_descriptor(&groups.a[0]);
+        tma_prefetch_descriptor(&groups.b[0]);
         tma_prefetch_descriptor(&tma_scales_a);
         tma_prefetch_descriptor(&tma_scales_b);
+        if (reduce_into_d)
+            tma_prefetch_descriptor(&tma_d);
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                  // the producer's expect_tx arrive
             empty_barriers[i].init(kNumMathWarps);     // one arrive per math warp
@@ -121,30 +158,41 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
     }
     __syncthreads();
 
-    // Tiles in n-major order within an m-block: consecutive CTAs share A rows (read from L2).
-    // (The raster is a first choice, to be measured: bench/NOTES.md, training t0.)
+    // Tile t: group t / tiles_per_group; within it m-blocks in order, n-blocks fastest
+    // (consecutive CTAs share A rows, read from L2).
+    struct Tile { uint32_t group, m0, n0; };
+    auto tile_at = [&](uint32_t t) {
+        const uint32_t g = t / tiles_per_group, r = t - g * tiles_per_group;
+        return Tile{g, (r / kNumNBlocks) * BLOCK_M, (r % kNumNBlocks) * BLOCK_N};
+    };
+
     if (threadIdx.x < kWgradProducerThreads) {
         warpgroup_reg_dealloc<kNumTMARegisters>();
         if (warp_idx == 0 and elect_one_sync()) {
-            uint32_t iteration = 0;            // K blocks issued so far, over every tile
-            for (uint32_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-                const int32_t m0 = static_cast<int32_t>((tile / kNumNBlocks) * BLOCK_M);
-                const int32_t n0 = static_cast<int32_t>((tile % kNumNBlocks) * BLOCK_N);
+            uint32_t s = 0, phase = 0;         // the ring position, carried across tiles
+            for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+                const Tile tile = tile_at(t);
+                const TmaDescriptor* map_a = &groups.a[tile.group];
+                const TmaDescriptor* map_b = &groups.b[tile.group];
+                const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
+                const int32_t kb0 = static_cast<int32_t>(groups.k_block_offset[tile.group]);
+                const int32_t m0 = static_cast<int32_t>(tile.m0);
+                const int32_t n0 = static_cast<int32_t>(tile.n0);
                 #pragma unroll 1
-                for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block, ++iteration) {
-                    const uint32_t s = iteration % kNumStages;
-                    const uint32_t phase = (iteration / kNumStages) & 1;
+                for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
                     empty_barriers[s].wait(phase ^ 1);
                     MBarrier* full = full_barriers + s;
                     // Boxes past M or N are zero-filled and still count their whole size.
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    tma_load_2d(&tma_a, full, smem_a + s * SMEM_A_SIZE_PER_STAGE, k, m0);
-                    tma_load_2d(&tma_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, n0);
+                    tma_load_2d(map_a, full, smem_a + s * SMEM_A_SIZE_PER_STAGE, k, m0);
+                    tma_load_2d(map_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, n0);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, m0,
-                                static_cast<int32_t>(k_block));
+                                kb0 + static_cast<int32_t>(k_block));
                     tma_load_2d(&tma_scales_b, full, smem_scales_b + s * BLOCK_N, n0,
-                                static_cast<int32_t>(k_block));
+                                kb0 + static_cast<int32_t>(k_block));
+                    if (++s == kNumStages)
+                        s = 0, phase ^= 1;
                 }
             }
         }
@@ -159,20 +207,22 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
         const uint32_t col_in_frag = 2 * (lane_idx % 4);
         const uint32_t desc_a0 = smem_desc_k128b_lo(smem_a + wg_row0 * BLOCK_K);
         const uint32_t desc_b0 = smem_desc_k128b_lo(smem_b);
+        const uint32_t barrier_id = 1 + math_wg;
+        const bool store_leader = math_thread % 128 == 0;
+        uint8_t* wg_smem_d = smem_d + math_wg * kWarpgroupDBytes;
 
         float accum[kNumAccum], final_accum[kNumAccum];
-        uint32_t iteration = 0;
-        for (uint32_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-            const uint32_t m0 = (tile / kNumNBlocks) * BLOCK_M;
-            const uint32_t n0 = (tile % kNumNBlocks) * BLOCK_N;
+        uint32_t s = 0, phase = 0;
+        for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+            const Tile tile = tile_at(t);
+            const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
 
             #pragma unroll 1
-            for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block, ++iteration) {
-                const uint32_t s = iteration % kNumStages;
-                full_barriers[s].wait((iteration / kNumStages) & 1);
+            for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
+                full_barriers[s].wait(phase);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
                     fence_operand(accum[i]);
@@ -204,6 +254,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
                 __syncwarp();
                 if (lane_idx == 0)
                     empty_barriers[s].arrive();
+                if (++s == kNumStages)
+                    s = 0, phase ^= 1;
 
                 // final += acc * scale_a(row) * scale_b(column): per row AND per column.
                 #pragma unroll
@@ -216,18 +268,53 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
                 }
             }
 
-            // Epilogue: d = c + final, fp32, straight from the registers (rows past M and
-            // columns past N are never touched). Each element is read from c and written to d
-            // by this thread only, so c may be d.
-            #pragma unroll
-            for (uint32_t h = 0; h < 2; ++h) {
-                const uint32_t row = m0 + r0 + h * 8;
-                if (row >= shape_m)
-                    continue;
-                const uint64_t base = static_cast<uint64_t>(row) * SHAPE_N;
+            const uint32_t d_index = groups.d_index[tile.group];
+            if (reduce_into_d) {
+                // Registers -> 128B-swizzled chunks (the 16-byte unit of column c in row r
+                // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns.
+                if (store_leader)
+                    tma_store_wait<true>();           // the last tile's reductions read it
+                named_barrier_sync(barrier_id, 128);
+                const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
+                const uint32_t byte_in_unit = (lane_idx % 2) * 8;
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                    const uint32_t col = n0 + i * 8 + col_in_frag;
+                    uint8_t* chunk = wg_smem_d + (i / 4) * kChunkBytes;
+                    const uint32_t unit = (i % 4) * 2 + (lane_idx % 4) / 2;
+                    const uint32_t offset = ((unit ^ (row % 8)) * 16) + byte_in_unit;
+                    *reinterpret_cast<float2*>(chunk + row * 128 + offset) =
+                        make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                    *reinterpret_cast<float2*>(chunk + (row + 8) * 128 + offset) =
+                        make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                }
+                fence_view_async_shared();            // generic writes -> TMA reads
+                named_barrier_sync(barrier_id, 128);
+                if (store_leader and tile.m0 + wg_row0 < shape_m) {
+                    #pragma unroll
+                    for (uint32_t j = 0; j < BLOCK_N / kChunkColumns; ++j) {
+                        if (tile.n0 + j * kChunkColumns < SHAPE_N)
+                            tma_reduce_add_3d(&tma_d, wg_smem_d + j * kChunkBytes,
+                                              static_cast<int32_t>(tile.n0 + j * kChunkColumns),
+                                              static_cast<int32_t>(tile.m0 + wg_row0),
+                                              static_cast<int32_t>(d_index));
+                    }
+                    tma_store_commit();
+                }
+                continue;
+            }
+
+            // Registers epilogue: d = c + final, fp32 (rows past M and columns past N are
+            // never touched). Each element is read from c and written to d by this thread
+            // only, so c may be d.
+            #pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) {
+                const uint32_t row = tile.m0 + r0 + h * 8;
+                if (row >= shape_m)
+                    continue;
+                const uint64_t base = (static_cast<uint64_t>(d_index) * shape_m + row) * SHAPE_N;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                    const uint32_t col = tile.n0 + i * 8 + col_in_frag;
                     const float v0 = final_accum[i * 4 + h * 2 + 0];
                     const float v1 = final_accum[i * 4 + h * 2 + 1];
                     if constexpr (SHAPE_N % 2 == 0) {
@@ -246,6 +333,9 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t shape_k,
                 }
             }
         }
+        // Shared memory must outlive the last reductions' reads of it.
+        if (reduce_into_d and store_leader)
+            tma_store_wait<false>();
     }
 #else
     // This kernel needs wgmma/setmaxnreg: it only has a body when compiled for sm_90a.

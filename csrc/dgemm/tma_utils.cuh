@@ -44,6 +44,16 @@ __device__ __forceinline__ void tma_store_2d(const TmaDescriptor* desc, const vo
                  :: "l"(desc), "r"(smem_addr(smem_src)), "r"(inner), "r"(outer) : "memory");
 }
 
+// Add the box at (inner, middle, outer) from `smem_src` to the fp32 tensor in global memory
+// (element-wise `+=`, performed at L2; bulk async group; out-of-tensor parts are clipped).
+__device__ __forceinline__ void tma_reduce_add_3d(const TmaDescriptor* desc, const void* smem_src,
+                                                  int32_t inner, int32_t middle, int32_t outer) {
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(desc), "r"(smem_addr(smem_src)), "r"(inner), "r"(middle), "r"(outer)
+                 : "memory");
+}
+
 __device__ __forceinline__ void tma_store_commit() {
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }

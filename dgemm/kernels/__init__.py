@@ -17,7 +17,7 @@ A family module owns everything Python knows about its kernel and exposes:
     launch(spec, a, sa, b, sb, d, layout, kernel=None, stream=None)
                                  (the weight-gradient families, recipe (1, 1, 128):
                                  launch(spec, a, sa, b, sb, c, d, kernel=None) and
-                                 launch_raw(...) for one k-grouped group's slices)
+                                 launch_k_grouped(spec, a, sa, b, sb, c, d, ks, kernel=None))
 
 A spec names its family (`spec.kernel`), so whoever holds a spec finds its launcher with
 `family(spec.kernel)`. Adding a family: a module here, an entry in FAMILIES, a header in

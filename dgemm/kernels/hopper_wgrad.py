@@ -1,12 +1,14 @@
 """The sm_90a FP8 weight-gradient family (csrc/dgemm/fp8_wgrad.cuh), recipe (1, 1, 128):
 D (fp32) = C + A . B^T where A [M, K] and B [N, K] both carry one scale per row and 128-wide
-K block. TMA loads, WGMMA, warp specialisation, a persistent grid; K is a run-time argument,
-so a spec (and a kernel) serves every K of a layer and every group of the k-grouped GEMM.
+K block. TMA loads, WGMMA, warp specialisation, a persistent grid; K is a run-time value per
+group, so a spec (and a kernel) serves every K of a layer and the dense and k-grouped GEMMs
+alike: a launch walks up to MAX_GROUPS groups, whose tensor maps travel in one parameter
+block (`Groups`). The epilogue adds the tile to D with TMA reductions when D allows it
+(`reduce_into_d`), else from the registers.
 
 Like every family module it owns selection, template arguments, threads, the shared-memory
 plan (checked against the header at compile time: `dgemm::Fp8WgradPlanCheck`), the TMA
-descriptors, the grid and the launch. UNVERIFIED on a GPU (bench/NOTES.md, training t0): the
-tile choice below is a first guess, to be fitted to measurements.
+descriptors, the grid and the launch.
 """
 from __future__ import annotations
 
@@ -34,9 +36,10 @@ def num_threads(spec: KernelSpec) -> int:
 
 
 def smem_plan(block_m: int, block_n: int, num_stages: int) -> int:
-    """Header: `fp8_wgrad_smem(...).total`: per stage the A and B tiles and both scale
-    vectors, then a full and an empty barrier per stage."""
-    return num_stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + block_n * 4 + 16)
+    """Header: `fp8_wgrad_smem(...).total`: the reduce epilogue's fp32 tile, then per stage
+    the A and B tiles and both scale vectors, then a full and an empty barrier per stage."""
+    return block_m * block_n * 4 + num_stages * (
+        block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + block_n * 4 + 16)
 
 
 def smem_bytes(spec: KernelSpec) -> int:
@@ -48,6 +51,11 @@ def num_stages(block_n: int) -> int:
                if smem_plan(BLOCK_M, block_n, s) <= SMEM_CAPACITY)
 
 
+def groups_bytes(spec: KernelSpec) -> int:
+    """Header: `sizeof(Fp8WgradGroups)`, the launch's group parameter block."""
+    return ctypes.sizeof(Groups)
+
+
 def cpp_instance(spec: KernelSpec) -> str:
     args = (spec.n, spec.block_m, spec.block_n, spec.block_k, spec.num_stages, spec.num_sms)
     return "dgemm::fp8_wgrad_kernel<" + ", ".join(map(str, args)) + ">"
@@ -56,7 +64,7 @@ def cpp_instance(spec: KernelSpec) -> str:
 def plan_checks(spec: KernelSpec) -> str:
     check_tile(spec.block_m, spec.block_n)
     args = (spec.block_m, spec.block_n, spec.block_k, spec.num_stages, smem_bytes(spec),
-            num_threads(spec))
+            num_threads(spec), groups_bytes(spec))
     return "template struct dgemm::Fp8WgradPlanCheck<" + ", ".join(map(str, args)) + ">;"
 
 
@@ -95,9 +103,23 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
 # ------------------------------------------------------------------------------------------
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
-# fp8_wgrad_kernel(c, d, shape_m, shape_k, tma_a, tma_b, tma_scales_a, tma_scales_b)
-ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
+MAX_GROUPS = 12                   # header: kWgradMaxGroups
+_D_BOX = (32, 64, 1)              # header: the reduce epilogue's 32-column x 64-row chunks
+
+
+class Groups(ctypes.Structure):
+    """Header: `dgemm::Fp8WgradGroups` (64-byte aligned there, hence the tail padding)."""
+    _fields_ = [("a", TmaDescriptor * MAX_GROUPS), ("b", TmaDescriptor * MAX_GROUPS),
+                ("num_k_blocks", ctypes.c_uint32 * MAX_GROUPS),
+                ("k_block_offset", ctypes.c_uint32 * MAX_GROUPS),
+                ("d_index", ctypes.c_uint32 * MAX_GROUPS),
+                ("num_groups", ctypes.c_uint32),
+                ("_pad", ctypes.c_uint8 * (-(MAX_GROUPS * 268 + 4) % 64))]
+
+
+# fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, groups, tma_scales_a, tma_scales_b, tma_d)
+ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, Groups,
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 
 def _desc(*args):
@@ -116,22 +138,47 @@ def _scales_desc(ptr: int, rows: int, k_blocks: int, row_stride: int, box_rows: 
                  _NO_SWIZZLE)
 
 
-def grid_size(spec: KernelSpec, m: int) -> int:
-    return max(1, min(spec.num_sms, ceil_div(m, spec.block_m) * ceil_div(spec.n, spec.block_n)))
+def _d_desc(ptr: int, groups: int, m: int, n: int):
+    import torch
+    return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), _D_BOX, _SWIZZLE_128B)
 
 
-def launch_raw(spec: KernelSpec, m: int, k: int, a_ptr: int, sa_ptr: int, sa_stride: int,
-               b_ptr: int, sb_ptr: int, sb_stride: int, c_ptr: int, d_ptr: int,
-               kernel) -> None:
-    """One M x N x K weight gradient from raw addresses (the k-grouped GEMM passes each
-    group's slices): A/B row-major fp8, scales MN-major with row strides `sa_stride` /
-    `sb_stride` (elements between K blocks), C/D fp32 [M, N]."""
-    args = ARGS.pack(c_ptr, d_ptr, m, k,
-                     _operand_desc(a_ptr, m, k, spec.block_m),
-                     _operand_desc(b_ptr, spec.n, k, spec.block_n),
-                     _scales_desc(sa_ptr, m, k // BLOCK_K, sa_stride, spec.block_m),
-                     _scales_desc(sb_ptr, spec.n, k // BLOCK_K, sb_stride, spec.block_n))
-    kernel.launch((grid_size(spec, m), 1, 1), args)
+def reduces_into_d(n: int, d_ptr: int) -> bool:
+    """Whether the reduce epilogue can add to D (its TMA map needs 16-byte rows and base):
+    the host then makes D equal to C before the launch."""
+    return n % 4 == 0 and d_ptr % 16 == 0
+
+
+def grid_size(spec: KernelSpec, m: int, num_groups: int = 1) -> int:
+    tiles = ceil_div(m, spec.block_m) * ceil_div(spec.n, spec.block_n) * num_groups
+    return max(1, min(spec.num_sms, tiles))
+
+
+def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: int,
+                  sb_ptr: int, sb_kb: int, c_ptr: int, d_ptr: int, d_groups: int,
+                  reduce: bool, kernel) -> None:
+    """D[g] (+)= A_g . B_g^T for each (d_index, k, k_block_offset, a_ptr, b_ptr) of `groups`
+    (k > 0), MAX_GROUPS per launch, on torch's current stream. Scales MN-major over every
+    group's K blocks (`sa_kb` / `sb_kb` of them, rows padded to 4); C and D fp32
+    [d_groups, m, n]. With `reduce` D must already hold C (`reduces_into_d`)."""
+    n = spec.n
+    scales_a = _scales_desc(sa_ptr, m, sa_kb, ceil_div(m, 4) * 4, spec.block_m)
+    scales_b = _scales_desc(sb_ptr, n, sb_kb, ceil_div(n, 4) * 4, spec.block_n)
+    d_map = _d_desc(d_ptr, d_groups, m, n) if reduce else TmaDescriptor()
+    # Even shares per launch: a short last launch would leave most SMs idle.
+    launches = ceil_div(len(groups), MAX_GROUPS)
+    share = ceil_div(len(groups), launches)
+    for first in range(0, len(groups), share):
+        chunk = groups[first:first + share]
+        block = Groups(num_groups=len(chunk))
+        for i, (d_index, k, kb_offset, a_ptr, b_ptr) in enumerate(chunk):
+            block.a[i] = _operand_desc(a_ptr, m, k, spec.block_m)
+            block.b[i] = _operand_desc(b_ptr, n, k, spec.block_n)
+            block.num_k_blocks[i] = k // BLOCK_K
+            block.k_block_offset[i] = kb_offset
+            block.d_index[i] = d_index
+        args = ARGS.pack(c_ptr, d_ptr, m, int(reduce), block, scales_a, scales_b, d_map)
+        kernel.launch((grid_size(spec, m, len(chunk)), 1, 1), args)
 
 
 def launch(spec: KernelSpec, a, sa, b, sb, c, d, kernel=None) -> None:
@@ -140,5 +187,32 @@ def launch(spec: KernelSpec, a, sa, b, sb, c, d, kernel=None) -> None:
     if kernel is None:
         kernel = get_kernel(spec, a.device.index)
     m, k = a.shape
-    launch_raw(spec, m, k, a.data_ptr(), sa.data_ptr(), ceil_div(m, 4) * 4, b.data_ptr(),
-               sb.data_ptr(), ceil_div(spec.n, 4) * 4, c.data_ptr(), d.data_ptr(), kernel)
+    reduce = reduces_into_d(spec.n, d.data_ptr())
+    if reduce and c is not d:
+        d.copy_(c)
+    launch_groups(spec, m, [(0, k, 0, a.data_ptr(), b.data_ptr())], sa.data_ptr(),
+                  k // BLOCK_K, sb.data_ptr(), k // BLOCK_K, c.data_ptr(), d.data_ptr(), 1,
+                  reduce, kernel)
+
+
+def launch_k_grouped(spec: KernelSpec, a, sa, b, sb, c, d, ks: list, kernel=None) -> None:
+    """For each group g with K_g = ks[g] > 0: d[g] = c[g] + A_g . B_g^T (DeepGEMM's layout:
+    A_g [m, K_g] and B_g [n, K_g] back to back in the 1-D `a` / `b`; sa [m, sum(ks) / 128]
+    and sb MN-major and TMA-aligned); d[g] = c[g] for the empty groups. Validated by
+    dgemm.wgrad."""
+    if kernel is None:
+        kernel = get_kernel(spec, a.device.index)
+    num_groups, m, n = d.shape
+    reduce = reduces_into_d(n, d.data_ptr())
+    if reduce and c is not d:
+        d.copy_(c)                            # every group, the empty ones included
+    groups, offset = [], 0                    # offset: tokens before group g
+    for g, k in enumerate(ks):
+        if k:
+            groups.append((g, k, offset // BLOCK_K, a.data_ptr() + offset * m,
+                           b.data_ptr() + offset * n))
+        elif not reduce and c is not d:
+            d[g].copy_(c[g])
+        offset += k
+    launch_groups(spec, m, groups, sa.data_ptr(), offset // BLOCK_K, sb.data_ptr(),
+                  offset // BLOCK_K, c.data_ptr(), d.data_ptr(), num_groups, reduce, kernel)

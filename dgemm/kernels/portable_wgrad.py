@@ -82,3 +82,22 @@ def launch(spec: KernelSpec, a, sa, b, sb, c, d, kernel=None) -> None:
     m, k = a.shape
     launch_raw(spec, m, k, a.data_ptr(), sa.data_ptr(), ceil_div(m, 4) * 4, b.data_ptr(),
                sb.data_ptr(), ceil_div(spec.n, 4) * 4, c.data_ptr(), d.data_ptr(), kernel)
+
+
+def launch_k_grouped(spec: KernelSpec, a, sa, b, sb, c, d, ks: list, kernel=None) -> None:
+    """hopper_wgrad.launch_k_grouped's contract, one launch per group with K_g > 0."""
+    if kernel is None:
+        kernel = get_kernel(spec, a.device.index)
+    m, n = d.shape[1:]
+    sa_stride, sb_stride = ceil_div(m, 4) * 4, ceil_div(n, 4) * 4
+    offset = 0                                        # tokens before group g
+    for g, k in enumerate(ks):
+        if k == 0:
+            if c is not d:
+                d[g].copy_(c[g])
+            continue
+        kb = offset // BLOCK_K
+        launch_raw(spec, m, k, a.data_ptr() + offset * m, sa.data_ptr() + kb * sa_stride * 4,
+                   sa_stride, b.data_ptr() + offset * n, sb.data_ptr() + kb * sb_stride * 4,
+                   sb_stride, c[g].data_ptr(), d[g].data_ptr(), kernel)
+        offset += k
