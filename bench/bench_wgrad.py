@@ -16,6 +16,7 @@ means every kernel came from the prewarmed cache. First written in training t0 w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import random
@@ -24,6 +25,7 @@ import torch
 
 import dgemm
 from bench import baselines, inputs, timing
+from dgemm.kernels import hopper_wgrad
 
 WGRAD = (1, 1, 128)
 
@@ -119,6 +121,30 @@ def deep_gemm_jobs(rows: list) -> list:
             for kind, shape in rows]
 
 
+def parse_tile(text: str) -> tuple:
+    """'160x2a' -> (160, 2, True); '128x1' -> (128, 1, False)."""
+    import re
+    match = re.fullmatch(r"(\d+)x([12])([ab]?)", text)
+    if not match or (match[2] == "2") != bool(match[3]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_Nx1 or BLOCK_Nx2a / x2b "
+                                         f"(clusters of 2 sharing A or B)")
+    block_n = int(match[1])
+    if block_n not in hopper_wgrad.BLOCK_NS:
+        raise argparse.ArgumentTypeError(f"block_n {block_n}: one of {hopper_wgrad.BLOCK_NS}")
+    return block_n, int(match[2]), match[3] == "a"
+
+
+def force_tile(block_n: int, multicast: int, on_a: bool) -> None:
+    """Every Hopper wgrad selection of this process returns that tile and cluster."""
+    heuristic = hopper_wgrad.select
+
+    def forced(*args, **kwargs):
+        return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
+                                   num_stages=hopper_wgrad.num_stages(block_n),
+                                   num_tma_multicast=multicast, multicast_on_a=on_a)
+    hopper_wgrad.select = forced
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -128,7 +154,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=pathlib.Path,
                         help="write the rows here (rewritten after every shape)")
     parser.add_argument("--no-deep-gemm", action="store_true", help="time dgemm alone")
+    parser.add_argument("--tile", type=parse_tile, metavar="BLOCK_NxCLUSTER[a|b]",
+                        help="force the Hopper wgrad tile, e.g. 160x2a (160 columns, clusters "
+                             "of 2 sharing A), 128x1: a probe, not the heuristic")
     args = parser.parse_args(argv)
+    if args.tile:
+        force_tile(*args.tile)
     kinds = [kind for kind in args.kinds.split(",") if kind]
     unknown = sorted(set(kinds) - {"wgrad", "k_grouped"})
     if unknown:

@@ -69,8 +69,19 @@ def test_k_and_the_group_count_do_not_enter_a_wgrad_spec():
 @pytest.mark.parametrize("block_n", hopper_wgrad.BLOCK_NS)
 def test_every_hopper_wgrad_tile_has_a_pipeline_that_fits(block_n):
     stages = hopper_wgrad.num_stages(block_n)
-    assert stages >= 4
+    assert stages >= 3
     assert hopper_wgrad.smem_plan(128, block_n, stages) <= hopper_wgrad.SMEM_CAPACITY
+    assert hopper_wgrad.smem_plan(128, block_n, stages + 1) > hopper_wgrad.SMEM_CAPACITY
+
+
+def test_the_wgrad_heuristic_keeps_four_stages_and_whole_clusters():
+    """3-stage tiles (160 columns) are for probes only; a cluster's grid is whole pairs."""
+    for m in (1, 7, 129, 2112, 4096, 7168, 24576, 32768):
+        for n in (1, 129, 512, 1536, 2048, 2049, 4097, 7168, 16384):
+            spec = hopper_wgrad.select("normal", m, n, 4096, 1, 132)
+            assert spec.num_stages >= 4 and spec.num_stages == hopper_wgrad.num_stages(spec.block_n)
+            grid = hopper_wgrad.grid_size(spec, m)
+            assert grid % spec.num_tma_multicast == 0 and 0 < grid <= 132
 
 
 # --- compiled kernels ---------------------------------------------------------------------------
@@ -112,8 +123,8 @@ def test_a_wgrad_plan_that_differs_from_the_header_fails_the_compile(family, pla
 
 def test_a_hand_built_tile_the_kernel_refuses_is_named_before_the_compiler():
     spec = select("fp8_gemm_nt_wgrad", 4096, 2048, 4096)
-    bad = kernels.KernelSpec(**dict(vars(spec), block_n=96))
-    with pytest.raises(ValueError, match="128x96 is not a tile of the fp8_wgrad kernel"):
+    bad = kernels.KernelSpec(**dict(vars(spec), block_n=80))
+    with pytest.raises(ValueError, match="128x80 is not a tile of the fp8_wgrad kernel"):
         bad.plan_checks()
 
 
@@ -128,10 +139,10 @@ def test_the_training_sections_become_weight_gradient_problems():
         ("fp8_gemm_nt_wgrad", 2112, 7168, 4096, 1), ("fp8_gemm_nt_wgrad", 2112, 7168, 8192, 1),
         ("fp8_gemm_nt_wgrad", 7168, 2049, 4096, 1), ("fp8_gemm_nt_wgrad", 7168, 2049, 8192, 1),
         ("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 8192, 4)}
-    # One kernel per (N, tile): K does not split them.
+    # At most one kernel per (M, N): K (and the group count) do not split them.
     specs = manifest.specs_for(problems, 132, "sm_90a")
     assert {s.kernel for s in specs} == {hopper_wgrad.NAME}
-    assert len(specs) == len({s.n for s in specs})
+    assert len(specs) <= len({(p.m, p.n) for p in problems})
 
 
 @pytest.mark.parametrize("bad, match", [

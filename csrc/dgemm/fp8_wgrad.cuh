@@ -89,10 +89,14 @@ struct Fp8WgradPlanCheck {
 //   tma_scales_b  fp32 MN-major [K blocks, align(N, 4)] over every group, boxes BLOCK_N x 1
 //   tma_d         fp32 [G, M, N], boxes of 32 columns x 64 rows x 1, 128B-swizzled
 //                 (unused by the registers epilogue)
-// Grid: min(SMs, tiles) CTAs, each walking tiles blockIdx.x, + gridDim.x, ... over the
-// groups in order, m-blocks within a group, n-blocks fastest.
+// Clusters of kNumMulticast (1 or 2) CTAs: a pair shares the A tile (kMulticastOnA: same
+// m-block, adjacent n-blocks) or the B tile (same n-block, adjacent m-blocks); each CTA loads
+// one half of the shared tile and multicasts it to both, halving that operand's L2 reads. A
+// pair's block past M or N (odd block counts) computes on zero-filled tiles and stores nothing.
+// Grid: whole clusters, each walking cluster tiles (cluster index, + clusters, ...) over the
+// groups in order, m within a group, n fastest.
 template <uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K,
-          uint32_t kNumStages, uint32_t kNumSMs>
+          uint32_t kNumStages, uint32_t kNumSMs, uint32_t kNumMulticast, bool kMulticastOnA>
 __global__ void __launch_bounds__(kWgradProducerThreads + kWgradMathThreads, 1)
 fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_into_d,
                  const __grid_constant__ Fp8WgradGroups groups,
@@ -102,10 +106,16 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(BLOCK_K == 128, "one scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(BLOCK_M == 128, "two math warpgroups of 64 rows");
-    static_assert(BLOCK_N % 32 == 0 and BLOCK_N >= 32 and BLOCK_N <= 128,
-                  "the reduce epilogue stages 32-column chunks; the accumulators of 128 "
+    static_assert(BLOCK_N % 32 == 0 and BLOCK_N >= 32 and BLOCK_N <= 160,
+                  "the reduce epilogue stages 32-column chunks; the accumulators of 160 "
                   "columns (+ the final sums) fit the registers");
     static_assert(kNumStages >= 2, "a ring needs two stages");
+    static_assert(kNumMulticast == 1 or kNumMulticast == 2, "clusters of 1 or 2 CTAs");
+    constexpr uint32_t kSharedRows = kMulticastOnA ? BLOCK_M : BLOCK_N;
+    static_assert(kNumMulticast == 1 or (kSharedRows / 2) % 8 == 0,
+                  "multicast halves must be whole 8-row swizzle atoms");
+    constexpr uint32_t kUnitM = kNumMulticast == 2 and not kMulticastOnA ? 2 : 1;
+    constexpr uint32_t kUnitN = kNumMulticast == 2 and kMulticastOnA ? 2 : 1;
 
     using WGMMA = WgmmaFp8<BLOCK_N>;
     constexpr uint32_t WGMMA_K = 32;
@@ -122,7 +132,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     constexpr uint32_t kWarpgroupDBytes = (BLOCK_N / kChunkColumns) * kChunkBytes;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
-    constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
+    constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
     constexpr uint32_t kNumTMARegisters = 40, kNumMathRegisters = 232;
     static_assert(128 * kNumTMARegisters + kWgradMathThreads * kNumMathRegisters <= 65536,
@@ -139,8 +149,10 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
-    const uint32_t tiles_per_group = ceil_div(shape_m, BLOCK_M) * kNumNBlocks;
-    const uint32_t num_tiles = tiles_per_group * groups.num_groups;
+    const uint32_t units_per_group = ceil_div(ceil_div(shape_m, BLOCK_M), kUnitM) * kNumNUnits;
+    const uint32_t num_units = units_per_group * groups.num_groups;
+    const uint32_t rank = kNumMulticast == 1 ? 0 : cluster_cta_rank();
+    const uint32_t first_unit = blockIdx.x / kNumMulticast, unit_step = gridDim.x / kNumMulticast;
 
     if (threadIdx.x == 0) {
         tma_prefetch_descriptor(&groups.a[0]);
@@ -151,27 +163,34 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             tma_prefetch_descriptor(&tma_d);
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                  // the producer's expect_tx arrive
-            empty_barriers[i].init(kNumMathWarps);     // one arrive per math warp
+            // One arrive per math warp of every CTA the stage's loads write into.
+            empty_barriers[i].init(kNumMathWarps * kNumMulticast);
         }
         fence_view_async_shared();
         fence_barrier_init();
     }
-    __syncthreads();
+    // The peer CTA multicasts into our shared memory: its barriers must be initialised too.
+    if constexpr (kNumMulticast > 1)
+        cluster_sync();
+    else
+        __syncthreads();
 
-    // Tile t: group t / tiles_per_group; within it m-blocks in order, n-blocks fastest
-    // (consecutive CTAs share A rows, read from L2).
+    // Cluster tile u: group u / units_per_group; within it m in order, n fastest (consecutive
+    // clusters share A rows, read from L2); this CTA's block of the pair by its rank.
     struct Tile { uint32_t group, m0, n0; };
-    auto tile_at = [&](uint32_t t) {
-        const uint32_t g = t / tiles_per_group, r = t - g * tiles_per_group;
-        return Tile{g, (r / kNumNBlocks) * BLOCK_M, (r % kNumNBlocks) * BLOCK_N};
+    auto tile_at = [&](uint32_t u) {
+        const uint32_t g = u / units_per_group, r = u - g * units_per_group;
+        const uint32_t m_block = (r / kNumNUnits) * kUnitM + (kUnitM == 2 ? rank : 0);
+        const uint32_t n_block = (r % kNumNUnits) * kUnitN + (kUnitN == 2 ? rank : 0);
+        return Tile{g, m_block * BLOCK_M, n_block * BLOCK_N};
     };
 
     if (threadIdx.x < kWgradProducerThreads) {
         warpgroup_reg_dealloc<kNumTMARegisters>();
         if (warp_idx == 0 and elect_one_sync()) {
             uint32_t s = 0, phase = 0;         // the ring position, carried across tiles
-            for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-                const Tile tile = tile_at(t);
+            for (uint32_t u = first_unit; u < num_units; u += unit_step) {
+                const Tile tile = tile_at(u);
                 const TmaDescriptor* map_a = &groups.a[tile.group];
                 const TmaDescriptor* map_b = &groups.b[tile.group];
                 const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
@@ -185,8 +204,21 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     // Boxes past M or N are zero-filled and still count their whole size.
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    tma_load_2d(map_a, full, smem_a + s * SMEM_A_SIZE_PER_STAGE, k, m0);
-                    tma_load_2d(map_b, full, smem_b + s * SMEM_B_SIZE_PER_STAGE, k, n0);
+                    // The shared operand: this CTA's half, multicast to both CTAs (its map's
+                    // box is half the tile); the other one whole.
+                    auto load = [&](const TmaDescriptor* map, uint8_t* dst, int32_t row,
+                                    bool shared, uint32_t rows) {
+                        if (kNumMulticast == 1 or not shared) {
+                            tma_load_2d(map, full, dst, k, row);
+                        } else {
+                            const uint32_t half = rank * (rows / 2);
+                            tma_load_2d_multicast(map, full, dst + half * BLOCK_K, k,
+                                                  row + static_cast<int32_t>(half), 0b11);
+                        }
+                    };
+                    load(map_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, m0, kMulticastOnA, BLOCK_M);
+                    load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA,
+                         BLOCK_N);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, m0,
                                 kb0 + static_cast<int32_t>(k_block));
                     tma_load_2d(&tma_scales_b, full, smem_scales_b + s * BLOCK_N, n0,
@@ -213,8 +245,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 
         float accum[kNumAccum], final_accum[kNumAccum];
         uint32_t s = 0, phase = 0;
-        for (uint32_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-            const Tile tile = tile_at(t);
+        for (uint32_t u = first_unit; u < num_units; u += unit_step) {
+            const Tile tile = tile_at(u);
             const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
@@ -252,8 +284,13 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     fence_operand(accum[i]);
                 wgmma_wait_group<0>();
                 __syncwarp();
-                if (lane_idx == 0)
-                    empty_barriers[s].arrive();
+                // The stage is free in every CTA whose loads fill it (lane r tells CTA r).
+                if constexpr (kNumMulticast == 1) {
+                    if (lane_idx == 0)
+                        empty_barriers[s].arrive();
+                } else if (lane_idx < kNumMulticast) {
+                    empty_barriers[s].arrive_cluster(lane_idx);
+                }
                 if (++s == kNumStages)
                     s = 0, phase ^= 1;
 
@@ -336,6 +373,13 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         // Shared memory must outlive the last reductions' reads of it.
         if (reduce_into_d and store_leader)
             tma_store_wait<false>();
+    }
+
+    // Neither CTA of a cluster may exit while its peer can still write into its shared
+    // memory or arrive on its barriers.
+    if constexpr (kNumMulticast > 1) {
+        __syncwarp();
+        cluster_sync();
     }
 #else
     // This kernel needs wgmma/setmaxnreg: it only has a body when compiled for sm_90a.

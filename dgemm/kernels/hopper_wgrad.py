@@ -25,7 +25,8 @@ HEADER = "dgemm/fp8_wgrad.cuh"
 ARCHS = ("sm_90a",)
 BLOCK_M = 128                     # two math warpgroups of 64 rows
 BLOCK_K = 128
-BLOCK_NS = (64, 128)              # accumulators of 128 columns (+ the final ones) fit registers
+BLOCK_NS = (64, 96, 128, 160)     # 32-column multiples (the reduce epilogue's chunks); the
+                                  # accumulators of 160 columns (+ the final ones) fit registers
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
@@ -57,44 +58,77 @@ def groups_bytes(spec: KernelSpec) -> int:
 
 
 def cpp_instance(spec: KernelSpec) -> str:
-    args = (spec.n, spec.block_m, spec.block_n, spec.block_k, spec.num_stages, spec.num_sms)
+    args = (spec.n, spec.block_m, spec.block_n, spec.block_k, spec.num_stages, spec.num_sms,
+            spec.num_tma_multicast, "true" if spec.multicast_on_a else "false")
     return "dgemm::fp8_wgrad_kernel<" + ", ".join(map(str, args)) + ">"
 
 
 def plan_checks(spec: KernelSpec) -> str:
-    check_tile(spec.block_m, spec.block_n)
+    check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
     args = (spec.block_m, spec.block_n, spec.block_k, spec.num_stages, smem_bytes(spec),
             num_threads(spec), groups_bytes(spec))
     return "template struct dgemm::Fp8WgradPlanCheck<" + ", ".join(map(str, args)) + ">;"
 
 
-def check_tile(block_m: int, block_n: int) -> None:
+def check_tile(block_m: int, block_n: int, multicast: int = 1) -> None:
     if block_m != BLOCK_M or block_n not in BLOCK_NS:
         raise ValueError(f"{block_m}x{block_n} is not a tile of the {NAME} kernel: block_m is "
                          f"{BLOCK_M} and block_n one of {BLOCK_NS}")
+    if multicast not in (1, 2):
+        raise ValueError(f"{NAME}: num_tma_multicast must be 1 or 2 (CTAs per cluster); got "
+                         f"{multicast}")
 
 
 _selections = state.table("hopper_wgrad.selections")
+# L2 -> SM bytes one CTA receives in the time of one 128 x 128 x 128 WGMMA block at full rate
+# (H200: the 128 x 128 tile without multicast ran at ~0.8 of the tensor rate, bench/NOTES.md
+# wgrad v1), so a tile is bound by max(its WGMMA time, its operand bytes / this).
+_L2_BYTES_PER_BLOCK_TIME = 26_000
+
+
+def cluster_units(m: int, n: int, block_n: int, multicast: int, on_a: bool) -> tuple:
+    """(cluster tiles, CTA tiles past M or N computed for nothing) of one group."""
+    m_blocks, n_blocks = ceil_div(m, BLOCK_M), ceil_div(n, block_n)
+    if multicast == 1:
+        return m_blocks * n_blocks, 0
+    if on_a:
+        return m_blocks * ceil_div(n_blocks, 2), m_blocks * (n_blocks % 2)
+    return ceil_div(m_blocks, 2) * n_blocks, (m_blocks % 2) * n_blocks
+
+
+def tile_time(block_n: int, multicast: int, on_a: bool) -> float:
+    """One K block of one tile, in 128 x 128 x 128 WGMMA block times: its WGMMA time (narrow
+    tiles run WGMMA below its rate) or its operand bytes through L2, whichever is longer."""
+    compute = block_n / 128 * (1.1 if block_n < 128 else 1.0)
+    a_bytes, b_bytes = BLOCK_M * BLOCK_K, block_n * BLOCK_K
+    if multicast == 2:
+        a_bytes, b_bytes = (a_bytes / 2, b_bytes) if on_a else (a_bytes, b_bytes / 2)
+    return max(compute, (a_bytes + b_bytes) / _L2_BYTES_PER_BLOCK_TIME)
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
            arch: str = "sm_90a") -> KernelSpec:
-    """The tile for an M x N weight gradient (K and the groups do not enter: K is a run-time
-    argument, and the k-grouped GEMM runs one M x N problem per group). Fewest waves of tiles
-    first, then the wider tile (half the A re-reads)."""
+    """The tile and cluster for an M x N weight gradient (K and the groups do not enter: K
+    is a run-time value, and the k-grouped GEMM runs one M x N problem per group): fewest
+    waves of cluster tiles times the time of one, then clusters, fewer wasted tiles, the
+    wider tile, B shared."""
     args = (m, n, num_sms)
     spec = _selections.get(args)
     if spec is None:
-        def score(block_n):
-            tiles = ceil_div(m, BLOCK_M) * ceil_div(n, block_n)
-            # A 64-column tile does ~0.55 of a 128-column tile's work per K block (guess).
-            cost = 1.0 if block_n == 128 else 0.55
-            return (ceil_div(tiles, num_sms) * cost, -block_n)
-        block_n = min(BLOCK_NS, key=score)
+        def score(option):
+            block_n, multicast, on_a = option
+            units, wasted = cluster_units(m, n, block_n, multicast, on_a)
+            waves = ceil_div(units, num_sms // multicast)
+            return (waves * tile_time(block_n, multicast, on_a), -multicast, wasted, -block_n,
+                    on_a)
+        # Fewer than 4 stages leave TMA's latency exposed (the 160-wide tile has 3).
+        options = [(block_n, multicast, on_a) for block_n in BLOCK_NS if num_stages(block_n) >= 4
+                   for multicast, on_a in ((1, False), (2, False), (2, True))]
+        block_n, multicast, on_a = min(options, key=score)
         spec = _selections[args] = KernelSpec(
             kernel=NAME, gemm_type="normal", n=n, k=0, num_groups=1, block_m=BLOCK_M,
             block_n=block_n, block_k=BLOCK_K, num_stages=num_stages(block_n),
-            num_tma_multicast=1, multicast_on_a=False, num_sms=num_sms, arch="sm_90a")
+            num_tma_multicast=multicast, multicast_on_a=on_a, num_sms=num_sms, arch="sm_90a")
     return spec
 
 
@@ -150,8 +184,10 @@ def reduces_into_d(n: int, d_ptr: int) -> bool:
 
 
 def grid_size(spec: KernelSpec, m: int, num_groups: int = 1) -> int:
-    tiles = ceil_div(m, spec.block_m) * ceil_div(spec.n, spec.block_n) * num_groups
-    return max(1, min(spec.num_sms, tiles))
+    """Whole clusters, no more than the SMs hold or the cluster tiles need."""
+    cluster = spec.num_tma_multicast
+    units = cluster_units(m, spec.n, spec.block_n, cluster, spec.multicast_on_a)[0]
+    return max(1, min(spec.num_sms // cluster, units * num_groups)) * cluster
 
 
 def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: int,
@@ -162,6 +198,10 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
     group's K blocks (`sa_kb` / `sb_kb` of them, rows padded to 4); C and D fp32
     [d_groups, m, n]. With `reduce` D must already hold C (`reduces_into_d`)."""
     n = spec.n
+    # The operand a cluster shares is loaded in halves (one per CTA): its box is half a tile.
+    shared = spec.num_tma_multicast if spec.num_tma_multicast > 1 else 1
+    box_a = spec.block_m // shared if spec.multicast_on_a else spec.block_m
+    box_b = spec.block_n if spec.multicast_on_a else spec.block_n // shared
     scales_a = _scales_desc(sa_ptr, m, sa_kb, ceil_div(m, 4) * 4, spec.block_m)
     scales_b = _scales_desc(sb_ptr, n, sb_kb, ceil_div(n, 4) * 4, spec.block_n)
     d_map = _d_desc(d_ptr, d_groups, m, n) if reduce else TmaDescriptor()
@@ -172,8 +212,8 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
         chunk = groups[first:first + share]
         block = Groups(num_groups=len(chunk))
         for i, (d_index, k, kb_offset, a_ptr, b_ptr) in enumerate(chunk):
-            block.a[i] = _operand_desc(a_ptr, m, k, spec.block_m)
-            block.b[i] = _operand_desc(b_ptr, n, k, spec.block_n)
+            block.a[i] = _operand_desc(a_ptr, m, k, box_a)
+            block.b[i] = _operand_desc(b_ptr, n, k, box_b)
             block.num_k_blocks[i] = k // BLOCK_K
             block.k_block_offset[i] = kb_offset
             block.d_index[i] = d_index
