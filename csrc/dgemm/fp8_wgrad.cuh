@@ -175,13 +175,22 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     else
         __syncthreads();
 
-    // Cluster tile u: group u / units_per_group; within it m in order, n fastest (consecutive
-    // clusters share A rows, read from L2); this CTA's block of the pair by its rank.
+    // Cluster tile u: group u / units_per_group; within a group, bands of kBandUnits n-units,
+    // each band m in order and n fastest: the CTAs running at once cover a compact block of
+    // about (SMs / band) m-blocks x band n-blocks, whose A and B K-slices stay in L2 (n
+    // fastest over all of N streamed all of B from DRAM once per wave: 2.2x DeepGEMM's DRAM
+    // bytes, bench/NOTES.md wgrad v2). This CTA's block of the pair by its rank.
+    constexpr uint32_t kBandUnits = ceil_div(16u, kUnitN);
+    const uint32_t m_units = units_per_group / kNumNUnits;
     struct Tile { uint32_t group, m0, n0; };
     auto tile_at = [&](uint32_t u) {
         const uint32_t g = u / units_per_group, r = u - g * units_per_group;
-        const uint32_t m_block = (r / kNumNUnits) * kUnitM + (kUnitM == 2 ? rank : 0);
-        const uint32_t n_block = (r % kNumNUnits) * kUnitN + (kUnitN == 2 ? rank : 0);
+        const uint32_t band = r / (m_units * kBandUnits);
+        const uint32_t in_band = r - band * (m_units * kBandUnits);
+        const uint32_t width = min(kBandUnits, kNumNUnits - band * kBandUnits);
+        const uint32_t m_unit = in_band / width, n_unit = band * kBandUnits + in_band % width;
+        const uint32_t m_block = m_unit * kUnitM + (kUnitM == 2 ? rank : 0);
+        const uint32_t n_block = n_unit * kUnitN + (kUnitN == 2 ? rank : 0);
         return Tile{g, m_block * BLOCK_M, n_block * BLOCK_N};
     };
 
