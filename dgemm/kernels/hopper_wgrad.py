@@ -80,10 +80,6 @@ def check_tile(block_m: int, block_n: int, multicast: int = 1) -> None:
 
 
 _selections = state.table("hopper_wgrad.selections")
-# L2 -> SM bytes one CTA receives in the time of one 128 x 128 x 128 WGMMA block at full rate
-# (H200: the 128 x 128 tile without multicast ran at ~0.8 of the tensor rate, bench/NOTES.md
-# wgrad v1), so a tile is bound by max(its WGMMA time, its operand bytes / this).
-_L2_BYTES_PER_BLOCK_TIME = 26_000
 
 
 def cluster_units(m: int, n: int, block_n: int, multicast: int, on_a: bool) -> tuple:
@@ -96,39 +92,31 @@ def cluster_units(m: int, n: int, block_n: int, multicast: int, on_a: bool) -> t
     return ceil_div(m_blocks, 2) * n_blocks, (m_blocks % 2) * n_blocks
 
 
-def tile_time(block_n: int, multicast: int, on_a: bool) -> float:
-    """One K block of one tile, in 128 x 128 x 128 WGMMA block times: its WGMMA time (narrow
-    tiles run WGMMA below its rate) or its operand bytes through L2, whichever is longer."""
-    compute = block_n / 128 * (1.1 if block_n < 128 else 1.0)
-    a_bytes, b_bytes = BLOCK_M * BLOCK_K, block_n * BLOCK_K
-    if multicast == 2:
-        a_bytes, b_bytes = (a_bytes / 2, b_bytes) if on_a else (a_bytes, b_bytes / 2)
-    return max(compute, (a_bytes + b_bytes) / _L2_BYTES_PER_BLOCK_TIME)
+def tile_time(block_n: int) -> float:
+    """One K block of one tile in 128 x 128 x 128 WGMMA block times (narrow tiles run WGMMA
+    below its rate)."""
+    return block_n / 128 * (1.1 if block_n < 128 else 1.0)
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
            arch: str = "sm_90a") -> KernelSpec:
-    """The tile and cluster for an M x N weight gradient (K and the groups do not enter: K
-    is a run-time value, and the k-grouped GEMM runs one M x N problem per group): fewest
-    waves of cluster tiles times the time of one, then clusters, fewer wasted tiles, the
-    wider tile, B shared."""
+    """The tile for an M x N weight gradient (K and the groups do not enter: K is a run-time
+    value, and the k-grouped GEMM runs one M x N problem per group): fewest waves of tiles
+    times the time of one, then the wider tile. No clusters: on an H200 every 2-CTA
+    multicast tile (128 and 160 wide, sharing A or B) ran 7..17% slower than the same tile
+    alone (bench/NOTES.md, wgrad v2); `bench_wgrad --tile` still probes them. Fewer than 4
+    stages leave TMA's latency exposed (the 160-wide tile has 3, and measured slower)."""
     args = (m, n, num_sms)
     spec = _selections.get(args)
     if spec is None:
-        def score(option):
-            block_n, multicast, on_a = option
-            units, wasted = cluster_units(m, n, block_n, multicast, on_a)
-            waves = ceil_div(units, num_sms // multicast)
-            return (waves * tile_time(block_n, multicast, on_a), -multicast, wasted, -block_n,
-                    on_a)
-        # Fewer than 4 stages leave TMA's latency exposed (the 160-wide tile has 3).
-        options = [(block_n, multicast, on_a) for block_n in BLOCK_NS if num_stages(block_n) >= 4
-                   for multicast, on_a in ((1, False), (2, False), (2, True))]
-        block_n, multicast, on_a = min(options, key=score)
+        def score(block_n):
+            waves = ceil_div(ceil_div(m, BLOCK_M) * ceil_div(n, block_n), num_sms)
+            return (waves * tile_time(block_n), -block_n)
+        block_n = min((b for b in BLOCK_NS if num_stages(b) >= 4), key=score)
         spec = _selections[args] = KernelSpec(
             kernel=NAME, gemm_type="normal", n=n, k=0, num_groups=1, block_m=BLOCK_M,
             block_n=block_n, block_k=BLOCK_K, num_stages=num_stages(block_n),
-            num_tma_multicast=multicast, multicast_on_a=on_a, num_sms=num_sms, arch="sm_90a")
+            num_tma_multicast=1, multicast_on_a=False, num_sms=num_sms, arch="sm_90a")
     return spec
 
 
