@@ -14,12 +14,13 @@ than dgemm's whole launch path (~20 us of Python per custom-operator call on a C
 through the operator otherwise, so torch.compile records one node, FakeTensorMode computes
 shapes without a device, and modes see the call.
 
-A plain eager call whose signature (argument containers; every tensor's type, shape,
-strides, dtype and device; the selection settings; the thread) was validated before takes the
-hot path: only the data pointers' alignment is checked again, and the launch plan recorded for
-it (`dgemm.kernels.plans`) is re-pointed and launched (`_FastCall`). No host-device sync; the
-only allocations are `d` when it is None and, for the portable kernel only, the MN-major copy
-of row-major A scales (the Hopper kernel reads them in place).
+A plain eager call like one validated before (argument containers; every tensor's type,
+shape, strides, dtype and device, compared by one tensor guard, `dgemm.guards`; the selection
+settings; the thread) takes the hot path: only the data pointers' alignment is checked again,
+and the launch plan recorded for it (`dgemm.kernels.plans`) is re-pointed and launched
+(`_FastCall`). No host-device sync; the only allocations are `d` when it is None and, for the
+portable kernel only, the MN-major copy of row-major A scales (the Hopper kernel reads them in
+place).
 
 Kernels are loaded on first use; during CUDA graph capture a kernel that is not loaded yet
 raises `KernelNotWarmError` (naming the shape and the `dgemm.warmup(...)` to run first) instead
@@ -32,7 +33,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import heuristics, kernels, ops, utils
+from . import guards, heuristics, kernels, ops, utils
 from .jit import env, launcher, state
 from .jit.errors import KernelNotWarmError
 from .kernels import loader, plans, portable_fp8
@@ -272,77 +273,84 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
             f"m=range(1, 4097)), or make this call once outside the capture.")
 
 
-# --- the hot path: calls of a signature already validated ----------------------------------------
-# A call's signature: every tensor's type, shape, strides, dtype and device (the containers
-# are tuples or lists of two, or the call has none), the host-side ints, the settings that
-# selection reads, and the thread. Everything the checks above decide except the data
-# pointers' alignment is a function of it, and so are the kernel choice and the launch plan.
-# The first direct call of a signature runs the full path and records a `_FastCall`; later
-# calls of that signature check only the pointers' alignment (a failure takes the full path,
-# which raises the precise error) and launch.
-_fast_calls = state.table("gemm.fast_calls")
+# --- the hot path: calls like one already validated ---------------------------------------------
+# A call is like an earlier, validated one when its key (`_cached`: the kind, the host-side
+# ints, A's and B's shapes, which optional tensors it has, the settings selection reads, the
+# thread) is the same and its tensors pass that call's tensor guard (`dgemm.guards`: each
+# tensor's exact Python type, dtype, device, shape and strides). Everything the checks above
+# decide except the data pointers' alignment is a function of the two, and so are the kernel
+# choice and the launch plan. The first direct call runs the full path and records a
+# `_FastCall` under its key (a few per key, e.g. row-major and MN-major scales of one shape);
+# later calls check only the pointers' alignment (a failure takes the full path, which raises
+# the precise error) and launch.
+_fast_calls = state.table("gemm.fast_calls")      # key -> (_FastCall, ...), newest first
 _MAX_FAST_CALLS = 4096
+_MAX_PER_KEY = 4
 _get_ident = threading.get_ident
 _num_sms_setting = utils._num_sms                 # set_num_sms
 _forced_tile_setting = heuristics._forced         # heuristics.forced_tile
 _launch_settings = env.launch_settings
 _empty_strided = torch.empty_strided
+_empty_like = torch.empty_like
 _BF16 = torch.bfloat16
 _F32 = torch.float32
-
-
-def _call_signature(kind: str, a, b, t1, t2, extra) -> Optional[tuple]:
-    """The signature of a call that could be direct (`_direct`): `t1`, `t2` are its other
-    tensors (d, the layout; None where absent), `extra` its host-side ints. None when the
-    containers are not pairs, an argument has no tensor attributes, or tracing or a mode is
-    active. Flat and inlined: this is most of a cached call's host time. Devices enter as
-    (is_cuda, index), not `.device`, which builds a torch.device per read (~3x the cost);
-    a CPU and a meta tensor share (False, -1), and `_FastCall.run` refuses the null pointer
-    a meta tensor has."""
-    if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or len(a) != 2 or len(b) != 2
-            or _is_compiling() or _dispatch_modes() or _function_mode() or _functorch()):
-        return None
-    a0, a1 = a
-    b0, b1 = b
-    try:
-        hash(extra)                 # expected_m: an unhashable value is the full path's to refuse
-        return (kind, extra,
-                type(a0), a0.shape, a0.stride(), a0.dtype, a0.is_cuda, a0.get_device(),
-                type(a1), a1.shape, a1.stride(), a1.dtype, a1.is_cuda, a1.get_device(),
-                type(b0), b0.shape, b0.stride(), b0.dtype, b0.is_cuda, b0.get_device(),
-                type(b1), b1.shape, b1.stride(), b1.dtype, b1.is_cuda, b1.get_device(),
-                None if t1 is None else (type(t1), t1.shape, t1.stride(), t1.dtype,
-                                         t1.is_cuda, t1.get_device()),
-                None if t2 is None else (type(t2), t2.shape, t2.stride(), t2.dtype,
-                                         t2.is_cuda, t2.get_device()),
-                _num_sms_setting.get(), _forced_tile_setting.get(), _launch_settings(),
-                _get_ident())
-    except (AttributeError, TypeError):
-        return None
-
-
 _PAIR_TYPES = (tuple, list)
 
 
-class _FastCall:
-    """What a validated signature launches: the plan, the device, d's shape (d=None) and, for
-    a family that needs it, the MN-major layout A's scales are copied to (None: the kernel
-    reads them as they come, or they already have it)."""
-    __slots__ = ("plan", "device", "index", "d_shape", "d_strides", "new_d", "sa_layout",
-                 "sa_mask")
+def _cached(kind: str, a, b, t1, t2, extra) -> tuple:
+    """(key, out) for a call: `t1`, `t2` are its other tensors (d, the layout; None where
+    absent), `extra` its host-side ints. `key` is its memo key, or None where it may not be
+    memoised (the containers are not pairs, an argument is no tensor, or tracing or a mode is
+    active: see `_direct`). `out` is what the call returns (`t1`, or the new d when `t1` is
+    None) when its key was seen and its tensors pass one of the key's guards, and then it has
+    been launched; else None: nothing launched, the full path decides. One function, flat:
+    this is most of a cached call's host time."""
+    if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or _is_compiling()
+            or _dispatch_modes() or _function_mode() or _functorch()):
+        return None, None
+    # Not a pair, no tensor, an unhashable expected_m: the full path raises the precise error.
+    try:
+        a0, a1 = a
+        b0, b1 = b
+        key = (kind, extra, a0.shape, b0.shape, t1 is None, t2 is None, _num_sms_setting.get(),
+               _forced_tile_setting.get(), _launch_settings(), _get_ident())
+        found = _fast_calls.get(key)
+    except (ValueError, AttributeError, TypeError):
+        return None, None
+    if found is not None:
+        # _guarded(...), inlined
+        if t1 is None:
+            tensors = (a0, a1, b0, b1) if t2 is None else (a0, a1, b0, b1, t2)
+        else:
+            tensors = (a0, a1, b0, b1, t1) if t2 is None else (a0, a1, b0, b1, t1, t2)
+        for fast in found:
+            if fast.matches(*tensors):
+                out = _empty_like(fast.d_like) if t1 is None else t1
+                return key, (out if fast.run(a0, a1, b0, b1, out, t2) else None)
+    return key, None
 
-    def __init__(self, plan, device, d_shape, a_scales):
+
+def _guarded(a0, a1, b0, b1, t1, t2) -> tuple:
+    """The tensors a call's guard covers: the optional ones only where given (a key holds
+    which are, so every guard under one key takes as many)."""
+    if t1 is None:
+        return (a0, a1, b0, b1) if t2 is None else (a0, a1, b0, b1, t2)
+    return (a0, a1, b0, b1, t1) if t2 is None else (a0, a1, b0, b1, t1, t2)
+
+
+class _FastCall:
+    """What a validated call launches: the plan, the device, the guard its tensors passed
+    (`matches`), for d=None a template of d (`d_like`) and, for a family that needs it, the
+    MN-major layout A's scales are copied to (None: the kernel reads them as they come, or
+    they already have it)."""
+    __slots__ = ("plan", "device", "index", "d_like", "sa_layout", "sa_mask", "matches")
+
+    def __init__(self, plan, device, d_shape, a_scales, tensors):
         self.plan = plan
         self.device = device
         self.index = device.index
-        self.d_shape = d_shape
-        self.d_strides = self.new_d = None
-        if d_shape is not None:
-            # d=None: `new_empty_strided` bound to an empty BF16 tensor on the device takes
-            # dtype and device from it: no keyword parsing, no memory-format pass per call
-            # (~0.7 us under `a.new_empty(shape, dtype=...)`).
-            self.d_strides = (d_shape[1], 1)
-            self.new_d = torch.empty(0, dtype=_BF16, device=device).new_empty_strided
+        self.matches = guards.tensor_guard(*tensors).check
+        self.d_like = None if d_shape is None else _d_like(device, d_shape)
         # A's scales need 16-byte alignment where the plan maps them with TMA (a call at
         # another address takes the full path, which picks the kernel's in-place loader).
         self.sa_mask = _PTR_ALIGNMENT - 1 if any(
@@ -364,7 +372,7 @@ class _FastCall:
             sa = _empty_strided(shape, strides, dtype=_F32, device=self.device).copy_(sa)
         pa, psa, pb, psb, pd = (a.data_ptr(), sa.data_ptr(), b.data_ptr(), sb.data_ptr(),
                                 d.data_ptr())
-        # A null pointer: a meta tensor (its signature is a CPU tensor's) or a freed one.
+        # A null pointer (a tensor without storage): the full path decides.
         if (pa | pb | psb | pd | layout_ptr | (psa & self.sa_mask)) % _PTR_ALIGNMENT or not (
                 pa and psa and pb and psb and pd):
             return False
@@ -374,24 +382,44 @@ class _FastCall:
 
 _current_stream = loader.current_stream
 _current_device = getattr(torch._C, "_cuda_getDevice", lambda: None)   # absent on CPU builds
+_d_seeds = state.table("gemm.d_seeds")           # device -> a 1 x 1 BF16 tensor on it
 
 
-def _remember(signature, launched, device, d_shape, a_scales) -> None:
+def _d_like(device, d_shape) -> torch.Tensor:
+    """What a d=None call's d is `torch.empty_like` of: the device's 1 x 1 BF16 seed expanded
+    to d's shape. Zero strides are not dense, so empty_like lays d out contiguously, as
+    torch.empty does (a 1 x 1 d keeps the seed's own contiguous strides), with no shape,
+    stride, dtype or device argument to parse per call (~0.07 us under a bound
+    `new_empty_strided(shape, strides)` on a CPU host, ~0.5 us under `torch.empty(shape,
+    dtype=..., device=...)`). One seed per device: the views share its storage."""
+    seed = _d_seeds.get(device)
+    if seed is None:
+        seed = _d_seeds[device] = torch.empty((1, 1), dtype=_BF16, device=device)
+    return seed.expand(d_shape)
+
+
+def _remember(key, launched, device, d_shape, tensors: tuple) -> None:
     """Memoise a validated call: `launched` is `_launch`'s (plan, whether A's scales were
-    copied)."""
+    copied); `d_shape` the shape of the d a d=None call allocates (else None); `tensors` are
+    `_guarded(...)` of the call's arguments (d as given)."""
     plan, copies = launched if launched is not None else (None, False)
     # With autotuning on, a call's kernel may change once its class is decided: every call
     # then takes the full path (its plan is still cached per kernel).
-    if signature is None or plan is None or env.autotune_on_launch():
+    if key is None or plan is None or env.autotune_on_launch():
         return
     # Pre-transformed scales at an address TMA cannot map ran in place: that plan must not
-    # stand for the signature, whose aligned calls take the faster TMA plan.
+    # stand for the key, whose aligned calls take the faster TMA plan.
+    a_scales = tensors[1]
     if not copies and a_scales.data_ptr() % _PTR_ALIGNMENT and utils.is_mn_major_tma_aligned(
             a_scales):
         return
+    known = _fast_calls.get(key, ())
+    if any(fast.matches(*tensors) for fast in known):
+        return                      # it ran the full path for another reason (its device)
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()
-    _fast_calls[signature] = _FastCall(plan, device, d_shape, a_scales if copies else None)
+    fast = _FastCall(plan, device, d_shape, a_scales if copies else None, tensors)
+    _fast_calls[key] = (fast,) + known[:_MAX_PER_KEY - 1]
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
@@ -426,12 +454,9 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     """
     if recipe is not None or c is not None:
         return _with_recipe(a, b, d, c, recipe)
-    signature = _call_signature("fp8_gemm_nt", a, b, d, None, None)
-    fast = _fast_calls.get(signature) if signature is not None else None
-    if fast is not None:
-        out = fast.new_d(fast.d_shape, fast.d_strides) if d is None else d
-        if fast.run(a[0], a[1], b[0], b[1], out, None):
-            return out
+    key, out = _cached("fp8_gemm_nt", a, b, d, None, None)
+    if out is not None:
+        return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
     if not direct:
         if d is None:
@@ -440,12 +465,14 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
         return d
     m, k = a_data.shape
     n = b_data.shape[0]
+    guarded = _guarded(a_data, a_scales, b_data, b_scales, d, None)   # d as given
+    new_d_shape = None if d is not None else (m, n)
     if d is None:
         d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     if m:
         plan = _launch("fp8_gemm_nt", m, n, k, 1, device, a_data, a_scales,
                        b_data, b_scales, d, None)
-        _remember(signature, plan, device, (m, n), a_scales)
+        _remember(key, plan, device, new_d_shape, guarded)
     return d
 
 
@@ -563,17 +590,16 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous`.)
     """
-    signature = _call_signature("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices,
-                                None)
-    fast = _fast_calls.get(signature) if signature is not None else None
-    if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, m_indices):
+    key, out = _cached("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, None)
+    if out is not None:
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_contiguous_layout(
         a, b, d, m_indices)
     if direct:
         plan = _run_contiguous_layout(a_data, a_scales, b_data, b_scales, d, m_indices,
                                       num_groups)
-        _remember(signature, plan, d.device, None, a_scales)
+        _remember(key, plan, d.device, None,
+                  _guarded(a_data, a_scales, b_data, b_scales, d, m_indices))
     else:
         ops.M_GROUPED_CONTIGUOUS(a_data, a_scales, b_data, b_scales, d, m_indices)
     return d
@@ -649,17 +675,17 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked`.)
     """
-    signature = _call_signature("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m,
-                                (type(expected_m), expected_m))
-    fast = _fast_calls.get(signature) if signature is not None else None
-    if fast is not None and fast.run(a[0], a[1], b[0], b[1], d, masked_m):
+    key, out = _cached("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m,
+                       (type(expected_m), expected_m))
+    if out is not None:
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_masked(
         a, b, d, masked_m, expected_m)
     if direct:
         plan = _run_masked(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m,
                            num_groups)
-        _remember(signature, plan, d.device, None, a_scales)
+        _remember(key, plan, d.device, None,
+                  _guarded(a_data, a_scales, b_data, b_scales, d, masked_m))
     else:
         ops.M_GROUPED_MASKED(a_data, a_scales, b_data, b_scales, d, masked_m, expected_m)
     return d

@@ -419,3 +419,203 @@ def test_launch_structs_and_the_cluster_attribute_id_match_the_installed_cuda_h(
                    C.stream.offset, C.attrs.offset, C.num_attrs.offset,
                    ctypes.sizeof(launcher.TmaDescriptor), launcher._CLUSTER_DIMENSION,
                    A.id.offset]
+
+
+# --- the memo of validated calls: keys and tensor guards (dgemm.guards) --------------------------
+@pytest.fixture(params=["native", "python"])
+def guard(request, monkeypatch):
+    """Each test below runs with torch's C++ tensor guard and with the Python fallback."""
+    from dgemm import guards
+    if request.param == "python":
+        monkeypatch.setattr(guards, "tensor_guard", guards.PythonGuard)
+    elif not guards.NATIVE:
+        pytest.skip("this torch has no usable TensorGuards")
+    return request.param
+
+
+@pytest.fixture
+def full_path(monkeypatch):
+    """The kinds of the calls that took the validated path (`gemm._launch`), in order."""
+    kinds = []
+    launch = gemm._launch
+
+    def counting(kind, *args):
+        kinds.append(kind)
+        return launch(kind, *args)
+
+    monkeypatch.setattr(gemm, "_launch", counting)
+    return kinds
+
+
+def test_a_repeated_call_takes_the_memo_and_a_moved_view_is_launched_at_its_address(
+        driver, guard, full_path):
+    a, b, d = fp8_inputs(M, N, K)
+    for _ in range(3):
+        dgemm.fp8_gemm_nt(a, b, d)
+    assert len(full_path) == 1
+    storage = torch.zeros(M * K + 32, dtype=torch.float8_e4m3fn)
+    for offset in (16, 32):                      # same metadata, another 16-byte aligned offset
+        moved = storage[offset:offset + M * K].view(M, K)
+        dgemm.fp8_gemm_nt((moved, a[1]), b, d)
+        check_dense_launch(driver.launches[-1], (moved, a[1]), b, d)
+    assert len(full_path) == 1
+
+
+def test_only_the_tensors_that_moved_are_re_pointed(driver, guard):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    plan = next(iter(plans._plans.values()))
+    d_maps = sum(1 for index, kind, _ in plan.patches if index == 4 and kind == launcher.DESCRIPTOR)
+    replaced = driver.replaced
+    d2 = torch.empty_like(d)
+    dgemm.fp8_gemm_nt(a, b, d2)
+    assert driver.replaced - replaced == d_maps
+    check_dense_launch(driver.launches[-1], a, b, d2)
+
+
+def test_another_scale_layout_of_a_seen_shape_is_validated_and_both_stay_memoised(
+        driver, guard, full_path):
+    a, b, d = fp8_inputs(M, N, K)
+    rows = a[1].contiguous()                     # row-major: same shape, other strides
+    assert rows.shape == a[1].shape and rows.stride() != a[1].stride()
+    for scales in (a[1], rows, a[1], rows, a[1]):
+        dgemm.fp8_gemm_nt((a[0], scales), b, d)
+        p = dense_params(driver.launches[-1])
+        assert p["sa"] == scales.data_ptr() and p["sa_strides"][:2] == scales.stride()
+        check_scales_mode(p, scales)
+    assert len(full_path) == 2                   # one validated call per layout
+
+
+def test_more_layouts_of_one_shape_than_the_memo_keeps_per_key_all_launch_right(
+        driver, guard, full_path):
+    a, b, d = fp8_inputs(M, N, K)
+    storage = torch.ones(8 * M * (K // 128))
+    layouts = [storage.as_strided((M, K // 128), (row, 1)) for row in range(K // 128, 7 * K // 128,
+                                                                             K // 128)]
+    for _ in range(2):
+        for sa in layouts:
+            dgemm.fp8_gemm_nt((a[0], sa), b, d)
+            assert dense_params(driver.launches[-1])["sa_strides"][:2] == sa.stride()
+    key, _ = gemm._cached("fp8_gemm_nt", (a[0], layouts[0]), b, d, None, None)
+    assert len(gemm._fast_calls[key]) == gemm._MAX_PER_KEY
+    assert len(full_path) == 2 * len(layouts)    # round robin over 6 > 4: each one evicted
+
+
+CHANGES = {
+    "a[1] dtype": (lambda a, b, d: ((a[0], a[1].double()), b, d),
+                   TypeError, r"a\[1\] \(scales\) must be float32"),
+    "b[1] dtype": (lambda a, b, d: (a, (b[0], b[1].half()), d),
+                   TypeError, r"b\[1\] \(scales\) must be float32"),
+    "d dtype": (lambda a, b, d: (a, b, d.float()), TypeError, r"d must be bfloat16"),
+    "b[0] shape, same numel": (lambda a, b, d: (a, (b[0].view(N // 2, 2 * K), b[1]), d),
+                               ValueError, r"K differs"),
+    "b[1] strides": (lambda a, b, d: (a, (b[0], b[1].t().contiguous().t()), d),
+                     ValueError, r"b\[1\] \(scales\) must be contiguous"),
+    "a[0] strides": (lambda a, b, d: ((torch.zeros((K, M), dtype=a[0].dtype).t(), a[1]), b, d),
+                     ValueError, r"a\[0\] must be contiguous"),
+    "b[0] device": (lambda a, b, d: (a, (b[0].to("meta"), b[1]), d),
+                    RuntimeError, r"every tensor must be on cpu; b\[0\] is on meta"),
+    "d device": (lambda a, b, d: (a, b, d.to("meta")), RuntimeError, r"d is on meta"),
+    "a[1] no tensor": (lambda a, b, d: ((a[0], a[1].tolist()), b, d),
+                       TypeError, r"a\[1\] must be a torch.Tensor"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_changed_tensor_after_a_memoised_call_gets_the_first_calls_error(driver, guard, change):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    dgemm.fp8_gemm_nt(a, b, d)
+    make, error, message = CHANGES[change]
+    launches = len(driver.launches)
+    with pytest.raises(error, match=message):
+        dgemm.fp8_gemm_nt(*make(a, b, d))
+    assert len(driver.launches) == launches
+    dgemm.fp8_gemm_nt(a, b, d)                   # the memoised call is still served
+    check_dense_launch(driver.launches[-1], a, b, d)
+
+
+def test_a_changed_tensor_type_after_a_memoised_call_is_validated_again(driver, guard, full_path):
+    a, b, d = fp8_inputs(M, N, K)
+    dgemm.fp8_gemm_nt(a, b, d)
+    weight = torch.nn.Parameter(b[0], requires_grad=False)
+    dgemm.fp8_gemm_nt(a, (weight, b[1]), d)      # a plain subclass: validated, then memoised
+    dgemm.fp8_gemm_nt(a, (weight, b[1]), d)
+    assert full_path == ["fp8_gemm_nt"] * 2
+    check_dense_launch(driver.launches[-1], a, (weight, b[1]), d)
+
+
+@pytest.mark.parametrize("m,n", [(M, N), (1, N), (M, 1), (1, 1)])
+def test_d_none_gets_a_fresh_contiguous_output_on_every_memoised_call(driver, guard, m, n):
+    a, b, _ = fp8_inputs(m, n, K)
+    outs = [dgemm.fp8_gemm_nt(a, b) for _ in range(4)]      # all alive: no reuse possible
+    expected = torch.empty((m, n), dtype=torch.bfloat16)
+    assert len({out.data_ptr() for out in outs}) == len(outs)
+    for out, launch in zip(outs, driver.launches[-4:]):
+        assert (out.shape, out.stride(), out.dtype, out.device) == (
+            expected.shape, expected.stride(), expected.dtype, expected.device)
+        assert out.is_contiguous() and not out.requires_grad
+        assert dense_params(launch)["d"] == out.data_ptr()
+
+
+def test_memoised_calls_keep_no_argument_alive(driver, guard):
+    import gc
+    import weakref
+    a, b, d = fp8_inputs(M, N, K)
+    for _ in range(2):
+        dgemm.fp8_gemm_nt(a, b, d)
+        out = dgemm.fp8_gemm_nt(a, b)
+    refs = [weakref.ref(t) for t in (*a, *b, d, out)]
+    del a, b, d, out
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+
+
+def test_a_call_passing_one_tensor_twice_is_memoised_too(driver, guard, full_path):
+    a, _, _ = fp8_inputs(N, N, K)
+    b = (a[0], torch.ones((N // 128, K // 128)))  # b[0] is a[0]: A @ A^T
+    d = torch.empty((N, N), dtype=torch.bfloat16)
+    a2, b2, d2 = fp8_inputs(N, N, K)
+    dgemm.fp8_gemm_nt(a2, b2, d2)                # the geometry's plan
+    for _ in range(3):
+        dgemm.fp8_gemm_nt(a, b, d)
+        p = dense_params(driver.launches[-1])
+        assert p["tma_a"]["address"] == p["tma_b"]["address"] == a[0].data_ptr()
+    dgemm.fp8_gemm_nt(a2, b2, d2)
+    check_dense_launch(driver.launches[-1], a2, b2, d2, m=N)
+    # The Python guard takes the aliased call for the first one (same metadata); the native
+    # one refuses a tensor passed twice, so that call is validated once, then memoised.
+    assert len(full_path) == (2 if guard == "native" else 1)
+
+
+def test_grouped_calls_after_a_memoised_one_are_validated_when_a_tensor_changed(driver, guard,
+                                                                                full_path):
+    a, _, _ = fp8_inputs(256, N, K)
+    b = (torch.zeros((2, N, K), dtype=torch.float8_e4m3fn), torch.ones((2, N // 128, K // 128)))
+    d = torch.empty((256, N), dtype=torch.bfloat16)
+    layout = torch.zeros(256, dtype=torch.int32)
+    for _ in range(2):
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+    with pytest.raises(TypeError, match=r"m_indices must be int32"):
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout.long())
+    with pytest.raises(ValueError, match=r"m_indices must be contiguous"):
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, torch.zeros(512, dtype=torch.int32)[::2])
+    with pytest.raises(ValueError, match=r"d must be contiguous"):
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, torch.empty((N, 256),
+                                                                 dtype=torch.bfloat16).t(), layout)
+
+    g = 2
+    ma = (torch.zeros((g, M, K), dtype=torch.float8_e4m3fn), torch.ones((g, M, K // 128)))
+    md = torch.empty((g, M, N), dtype=torch.bfloat16)
+    masked_m = torch.full((g,), M, dtype=torch.int32)
+    for _ in range(2):
+        dgemm.m_grouped_fp8_gemm_nt_masked(ma, b, md, masked_m, M)
+    with pytest.raises(ValueError, match=r"masked_m must have shape"):
+        dgemm.m_grouped_fp8_gemm_nt_masked(ma, b, md, torch.full((g + 1,), M, dtype=torch.int32),
+                                           M)
+    with pytest.raises(TypeError, match=r"masked_m must be int32"):
+        dgemm.m_grouped_fp8_gemm_nt_masked(ma, b, md, masked_m.long(), M)
+    assert full_path == ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked"]
+    dgemm.m_grouped_fp8_gemm_nt_masked(ma, b, md, masked_m, M)
+    assert driver.launches[-1].params[2] == masked_m.data_ptr()
+    assert len(full_path) == 2

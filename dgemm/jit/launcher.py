@@ -215,10 +215,14 @@ class LaunchPlan:
                                             f"{self.cluster_dim}")
 
     def _patch(self, lib, pointers: tuple) -> None:
-        # Mark the plan as holding nothing valid until every slot is rewritten: a failure half
-        # way must not leave a plan that a later call with these pointers would trust.
-        self.pointers = None
+        # Only the slots of tensors that moved (typically d or A alone: one TMA map re-pointed,
+        # not four). Mark the plan as holding nothing valid until they are rewritten: a
+        # failure half way must not leave a plan that a later call with these pointers would
+        # trust, and the next call then rewrites every slot.
+        held, self.pointers = self.pointers, None
         for index, kind, slot in self.patches:
+            if held is not None and held[index] == pointers[index]:
+                continue
             if kind is POINTER:
                 slot.value = pointers[index]
             else:
