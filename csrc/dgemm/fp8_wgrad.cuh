@@ -90,8 +90,8 @@ struct Fp8WgradPlanCheck {
 //   tma_d         fp32 [G, M, N], boxes of 32 columns x 64 rows x 1, 128B-swizzled
 //                 (unused by the registers epilogue)
 // Clusters of kNumMulticast (1 or 2) CTAs: a pair shares the A tile (kMulticastOnA: same
-// m-block, adjacent n-blocks) or the B tile (same n-block, adjacent m-blocks); each CTA loads
-// one half of the shared tile and multicasts it to both, halving that operand's L2 reads. A
+// m-block, adjacent n-blocks) or the B tile (same n-block, adjacent m-blocks); CTA 0 loads the
+// shared tile and multicasts it to both, halving that operand's L2 reads. A
 // pair's block past M or N (odd block counts) computes on zero-filled tiles and stores nothing.
 // Grid: whole clusters, each walking cluster tiles (cluster index, + clusters, ...) over the
 // groups in order, m within a group, n fastest.
@@ -111,9 +111,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                   "columns (+ the final sums) fit the registers");
     static_assert(kNumStages >= 2, "a ring needs two stages");
     static_assert(kNumMulticast == 1 or kNumMulticast == 2, "clusters of 1 or 2 CTAs");
-    constexpr uint32_t kSharedRows = kMulticastOnA ? BLOCK_M : BLOCK_N;
-    static_assert(kNumMulticast == 1 or (kSharedRows / 2) % 8 == 0,
-                  "multicast halves must be whole 8-row swizzle atoms");
     constexpr uint32_t kUnitM = kNumMulticast == 2 and not kMulticastOnA ? 2 : 1;
     constexpr uint32_t kUnitN = kNumMulticast == 2 and kMulticastOnA ? 2 : 1;
 
@@ -213,21 +210,17 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     // Boxes past M or N are zero-filled and still count their whole size.
                     full->arrive_expect_tx(kStageBytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
-                    // The shared operand: this CTA's half, multicast to both CTAs (its map's
-                    // box is half the tile); the other one whole.
+                    // The shared operand: CTA 0 loads the whole tile into both CTAs (one
+                    // multicast), CTA 1 none of it; the other operand each CTA its own.
                     auto load = [&](const TmaDescriptor* map, uint8_t* dst, int32_t row,
-                                    bool shared, uint32_t rows) {
-                        if (kNumMulticast == 1 or not shared) {
+                                    bool shared) {
+                        if (kNumMulticast == 1 or not shared)
                             tma_load_2d(map, full, dst, k, row);
-                        } else {
-                            const uint32_t half = rank * (rows / 2);
-                            tma_load_2d_multicast(map, full, dst + half * BLOCK_K, k,
-                                                  row + static_cast<int32_t>(half), 0b11);
-                        }
+                        else if (rank == 0)
+                            tma_load_2d_multicast(map, full, dst, k, row, 0b11);
                     };
-                    load(map_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, m0, kMulticastOnA, BLOCK_M);
-                    load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA,
-                         BLOCK_N);
+                    load(map_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, m0, kMulticastOnA);
+                    load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, m0,
                                 kb0 + static_cast<int32_t>(k_block));
                     tma_load_2d(&tma_scales_b, full, smem_scales_b + s * BLOCK_N, n0,

@@ -186,10 +186,6 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
     group's K blocks (`sa_kb` / `sb_kb` of them, rows padded to 4); C and D fp32
     [d_groups, m, n]. With `reduce` D must already hold C (`reduces_into_d`)."""
     n = spec.n
-    # The operand a cluster shares is loaded in halves (one per CTA): its box is half a tile.
-    shared = spec.num_tma_multicast if spec.num_tma_multicast > 1 else 1
-    box_a = spec.block_m // shared if spec.multicast_on_a else spec.block_m
-    box_b = spec.block_n if spec.multicast_on_a else spec.block_n // shared
     scales_a = _scales_desc(sa_ptr, m, sa_kb, ceil_div(m, 4) * 4, spec.block_m)
     scales_b = _scales_desc(sb_ptr, n, sb_kb, ceil_div(n, 4) * 4, spec.block_n)
     d_map = _d_desc(d_ptr, d_groups, m, n) if reduce else TmaDescriptor()
@@ -200,8 +196,8 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
         chunk = groups[first:first + share]
         block = Groups(num_groups=len(chunk))
         for i, (d_index, k, kb_offset, a_ptr, b_ptr) in enumerate(chunk):
-            block.a[i] = _operand_desc(a_ptr, m, k, box_a)
-            block.b[i] = _operand_desc(b_ptr, n, k, box_b)
+            block.a[i] = _operand_desc(a_ptr, m, k, spec.block_m)
+            block.b[i] = _operand_desc(b_ptr, n, k, spec.block_n)
             block.num_k_blocks[i] = k // BLOCK_K
             block.k_block_offset[i] = kb_offset
             block.d_index[i] = d_index
