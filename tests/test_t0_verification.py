@@ -77,8 +77,8 @@ def test_every_kernel_train_fp8_selects_at_its_defaults_is_prewarmed(prewarmed):
     calls = []
     with training.use_gemms(_recording_gemms(calls)):
         model = train_fp8.build(True, args["dim"], args["hidden"], args["experts"], "cpu")
-        for x, y in train_fp8.batches(1, args["tokens"], args["dim"], "cpu"):
-            torch.nn.functional.mse_loss(model(x).float(), y.float()).backward()
+        for x, labels, _ in train_fp8.batches(1, args["tokens"], args["dim"], "cpu"):
+            train_fp8.lm_loss(model, x, labels).backward()
     kinds = {call[0] for call in calls}
     assert kinds == {"fp8_gemm_nt", "fp8_gemm_nt_wgrad", "m_grouped_fp8_gemm_nt_contiguous",
                      "k_grouped_fp8_gemm_nt_contiguous"}
@@ -122,7 +122,7 @@ def test_warmup_with_the_t0_manifest_plans_what_prewarm_compiles(prewarmed):
 
 # --- bench.train_fp8 on CPU ---------------------------------------------------------------------
 TINY = ["--device", "cpu", "--reference-gemms", "--steps", "20", "--tokens", "256", "--dim",
-        "128", "--hidden", "256", "--experts", "2"]
+        "128", "--hidden", "256", "--experts", "2", "--vocab", "512"]
 
 
 def test_train_fp8_compares_fp8_with_bf16_and_writes_its_json(tmp_path, capsys):
@@ -136,6 +136,8 @@ def test_train_fp8_compares_fp8_with_bf16_and_writes_its_json(tmp_path, capsys):
         abs(sum(saved["fp8_loss"]) - sum(saved["bf16_loss"])) / sum(saved["bf16_loss"]))
     assert "control_loss" not in saved and "control_max_rel_gap_last_20" not in summary
     assert summary["fp8_loss_last"] < summary["fp8_loss_first"]          # it learns
+    assert summary["teacher_entropy"] == pytest.approx(3.0, abs=0.3)     # the loss floor
+    assert summary["teacher_entropy"] < summary["fp8_loss_last"]
     assert set(summary["dgemm_cache"]) >= {"compiles", "remote_hits", "disk_hits"}
 
 
@@ -149,6 +151,20 @@ def test_train_fp8_control_is_bf16_from_weights_one_rounding_away(tmp_path, caps
         train_fp8.max_relative_gap(control, bf16))
     assert summary["control_rel_gap_mean_last_20"] == pytest.approx(
         train_fp8.mean_relative_gap(control, bf16))
+
+
+def test_train_fp8_batches_are_seeded_and_every_seed_samples_one_teacher():
+    """Every run of one seed sees the same tokens and labels; another seed (a DDP rank) other
+    tokens of the same teacher, whose entropy is the loss floor the summary reports."""
+    first, again = (list(train_fp8.batches(2, 256, 128, "cpu", vocab=512)) for _ in range(2))
+    for (x, labels, floor), (x2, labels2, floor2) in zip(first, again):
+        assert torch.equal(x, x2) and torch.equal(labels, labels2) and floor == floor2
+    x, labels, _ = next(train_fp8.batches(1, 256, 128, "cpu", seed=2, vocab=512))
+    assert not torch.equal(x, first[0][0])
+    teacher = train_fp8.teacher(128, 512, "cpu")
+    assert torch.equal(teacher(x.float()), train_fp8.teacher(128, 512, "cpu")(x.float()))
+    floor = train_fp8.entropy(teacher(torch.randn(4096, 128))).mean().item()
+    assert floor == pytest.approx(train_fp8.TEACHER_ENTROPY, abs=0.1)
 
 
 def _lossless(monkeypatch):
@@ -165,10 +181,10 @@ def _lossless(monkeypatch):
 
 
 def _model_grads(fp8: bool) -> dict:
-    model = train_fp8.build(fp8, 128, 256, 2, "cpu")
-    x, y = next(train_fp8.batches(1, 512, 128, "cpu"))
+    model = train_fp8.build(fp8, 128, 256, 2, "cpu", vocab=512)
+    x, labels, _ = next(train_fp8.batches(1, 512, 128, "cpu", vocab=512))
     with training.use_gemms(training.reference_gemms()):
-        torch.nn.functional.mse_loss(model(x).float(), y.float()).backward()
+        train_fp8.lm_loss(model, x, labels).backward()
     return {name: p.grad.float() for name, p in model.named_parameters()}
 
 
