@@ -5,7 +5,7 @@ Everything here works on CPU tensors too (the casts and layouts are plain torch)
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 
