@@ -136,7 +136,8 @@ class Groups(ctypes.Structure):
                 ("k_block_offset", ctypes.c_uint32 * MAX_GROUPS),
                 ("d_index", ctypes.c_uint32 * MAX_GROUPS),
                 ("num_groups", ctypes.c_uint32),
-                ("_pad", ctypes.c_uint8 * (-(MAX_GROUPS * 268 + 4) % 64))]
+                ("_pad", ctypes.c_uint8 * (-(MAX_GROUPS * (2 * ctypes.sizeof(TmaDescriptor) + 3 * 4)
+                                             + 4) % 64))]
 
 
 # fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, groups, tma_scales_a, tma_scales_b, tma_d)
@@ -165,10 +166,13 @@ def _d_desc(ptr: int, groups: int, m: int, n: int):
     return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), _D_BOX, _SWIZZLE_128B)
 
 
-def reduces_into_d(n: int, d_ptr: int) -> bool:
-    """Whether the reduce epilogue can add to D (its TMA map needs 16-byte rows and base):
-    the host then makes D equal to C before the launch."""
-    return n % 4 == 0 and d_ptr % 16 == 0
+def _reduce_into(c, d) -> bool:
+    """Whether the reduce epilogue can add to d (its TMA map needs 16-byte rows and base); if
+    so, d is made equal to c first (every group's slice, the empty ones included)."""
+    reduce = d.shape[-1] % 4 == 0 and d.data_ptr() % 16 == 0
+    if reduce and c is not d:
+        d.copy_(c)
+    return reduce
 
 
 def grid_size(spec: KernelSpec, m: int, num_groups: int = 1) -> int:
@@ -184,7 +188,7 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
     """D[g] (+)= A_g . B_g^T for each (d_index, k, k_block_offset, a_ptr, b_ptr) of `groups`
     (k > 0), MAX_GROUPS per launch, on torch's current stream. Scales MN-major over every
     group's K blocks (`sa_kb` / `sb_kb` of them, rows padded to 4); C and D fp32
-    [d_groups, m, n]. With `reduce` D must already hold C (`reduces_into_d`)."""
+    [d_groups, m, n]. With `reduce` D must already hold C (`_reduce_into`)."""
     n = spec.n
     scales_a = _scales_desc(sa_ptr, m, sa_kb, ceil_div(m, 4) * 4, spec.block_m)
     scales_b = _scales_desc(sb_ptr, n, sb_kb, ceil_div(n, 4) * 4, spec.block_n)
@@ -211,9 +215,7 @@ def launch(spec: KernelSpec, a, sa, b, sb, c, d, kernel=None) -> None:
     if kernel is None:
         kernel = get_kernel(spec, a.device.index)
     m, k = a.shape
-    reduce = reduces_into_d(spec.n, d.data_ptr())
-    if reduce and c is not d:
-        d.copy_(c)
+    reduce = _reduce_into(c, d)
     launch_groups(spec, m, [(0, k, 0, a.data_ptr(), b.data_ptr())], sa.data_ptr(),
                   k // BLOCK_K, sb.data_ptr(), k // BLOCK_K, c.data_ptr(), d.data_ptr(), 1,
                   reduce, kernel)
@@ -227,9 +229,7 @@ def launch_k_grouped(spec: KernelSpec, a, sa, b, sb, c, d, ks: list, kernel=None
     if kernel is None:
         kernel = get_kernel(spec, a.device.index)
     num_groups, m, n = d.shape
-    reduce = reduces_into_d(n, d.data_ptr())
-    if reduce and c is not d:
-        d.copy_(c)                            # every group, the empty ones included
+    reduce = _reduce_into(c, d)
     groups, offset = [], 0                    # offset: tokens before group g
     for g, k in enumerate(ks):
         if k:
