@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 
@@ -32,27 +33,33 @@ M = 64
 ISSUE_CALLS = 200     # well under the driver's launch queue, so issuing never waits on the GPU
 
 
-def host_us(fn, calls: int, repeats: int, sync) -> tuple:
-    """(wall, issue) in us per call, medians over `repeats`: wall = time of `calls`
-    back-to-back calls up to the GPU finishing them / calls (the kernel time where it is
-    longer than the host path); issue = time to issue ISSUE_CALLS calls from an idle GPU, not
-    waiting for them / ISSUE_CALLS: the host path alone, whatever the kernel takes."""
-    for _ in range(max(10, calls // 10)):
-        fn()
+def host_us(fns: dict, calls: int, repeats: int, sync) -> tuple:
+    """({key: wall}, {key: issue}) in us per call, medians over `repeats` rounds: wall = time
+    of `calls` back-to-back calls up to the GPU finishing them / calls (the kernel time where
+    it is longer than the host path); issue = time to issue ISSUE_CALLS calls from an idle GPU,
+    not waiting for them / ISSUE_CALLS: the host path alone, whatever the kernel takes. Every
+    round times every function in turn, so a host that drifts (clock, neighbours) moves all
+    columns alike and their differences stay meaningful."""
+    for fn in fns.values():
+        for _ in range(max(10, calls // 10)):
+            fn()
     sync()
-    walls, issues = [], []
+    walls = {key: [] for key in fns}
+    issues = {key: [] for key in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        walls.append((time.perf_counter() - start) / calls * 1e6)
-        start = time.perf_counter()
-        for _ in range(ISSUE_CALLS):
-            fn()
-        issues.append((time.perf_counter() - start) / ISSUE_CALLS * 1e6)
-        sync()
-    return statistics.median(walls), statistics.median(issues)
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            walls[key].append((time.perf_counter() - start) / calls * 1e6)
+            start = time.perf_counter()
+            for _ in range(ISSUE_CALLS):
+                fn()
+            issues[key].append((time.perf_counter() - start) / ISSUE_CALLS * 1e6)
+            sync()
+    return ({key: statistics.median(v) for key, v in walls.items()},
+            {key: statistics.median(v) for key, v in issues.items()})
 
 
 def _inputs(n: int, k: int, device: str, groups: int = 1, rows: int = M, batched=False):
@@ -71,34 +78,28 @@ def _inputs(n: int, k: int, device: str, groups: int = 1, rows: int = M, batched
 
 def measure(n: int, k: int, calls: int, repeats: int, device: str, sync) -> dict:
     a, a_rows, b, d = _inputs(n, k, device)
-    row = {"m": M, "n": n, "k": k}
-    issue = {}
-
-    def time_it(key, fn):
-        row[key], issue[key] = host_us(fn, calls, repeats, sync)
-
-    time_it("pre", lambda: dgemm.fp8_gemm_nt(a, b, d))
-    time_it("row", lambda: dgemm.fp8_gemm_nt(a_rows, b, d))
-    time_it("d_none", lambda: dgemm.fp8_gemm_nt(a, b))
+    fns = {"pre": lambda: dgemm.fp8_gemm_nt(a, b, d),
+           "row": lambda: dgemm.fp8_gemm_nt(a_rows, b, d),
+           "d_none": lambda: dgemm.fp8_gemm_nt(a, b)}
 
     ca, _, cb, cd = _inputs(n, k, device, groups=2, rows=256)
     layout = torch.cat([torch.zeros(128, dtype=torch.int32, device=device),
                         torch.ones(128, dtype=torch.int32, device=device)])
-    time_it("contiguous", lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(ca, cb, cd, layout))
+    fns["contiguous"] = lambda: dgemm.m_grouped_fp8_gemm_nt_contiguous(ca, cb, cd, layout)
     ma, _, mb, md = _inputs(n, k, device, groups=4, rows=M, batched=True)
     masked_m = torch.full((4,), M, dtype=torch.int32, device=device)
-    time_it("masked", lambda: dgemm.m_grouped_fp8_gemm_nt_masked(ma, mb, md, masked_m, M))
+    fns["masked"] = lambda: dgemm.m_grouped_fp8_gemm_nt_masked(ma, mb, md, masked_m, M)
 
     if device == "cuda":
         from .baselines import cublas_blockwise, deep_gemm_module
-        time_it("cublas", cublas_blockwise(a_rows, b, M))
+        fns["cublas"] = cublas_blockwise(a_rows, b, M)
         deep_gemm = deep_gemm_module()
         if deep_gemm is not None:
             d_deep = torch.empty_like(d)
-            time_it("deepgemm_pre", lambda: deep_gemm.fp8_gemm_nt(a, b, d_deep))
-            time_it("deepgemm_row", lambda: deep_gemm.fp8_gemm_nt(a_rows, b, d_deep))
-    row["issue"] = issue
-    return row
+            fns["deepgemm_pre"] = lambda: deep_gemm.fp8_gemm_nt(a, b, d_deep)
+            fns["deepgemm_row"] = lambda: deep_gemm.fp8_gemm_nt(a_rows, b, d_deep)
+    walls, issue = host_us(fns, calls, repeats, sync)
+    return {"m": M, "n": n, "k": k, **walls, "issue": issue}
 
 
 COLUMNS = (("pre", "pre"), ("row", "row"), ("d_none", "d=None"), ("contiguous", "contig"),
@@ -134,6 +135,13 @@ def main() -> int:
             got = values(row)
             print(f"{row['n']:>6} {row['k']:>6} | " + " ".join(
                 f"{got[key]:>10.1f}" if key in got else f"{'-':>10}" for key, _ in shown))
+    issue_means = {key: math.exp(statistics.fmean(math.log(row["issue"][key]) for row in rows))
+                   for key, _ in COLUMNS if all(key in row["issue"] for row in rows)}
+    print("geomean issue us: " + ", ".join(f"{key} {value:.2f}"
+                                           for key, value in issue_means.items()))
+    for ours, theirs in (("pre", "deepgemm_pre"), ("row", "deepgemm_row"), ("pre", "cublas")):
+        if ours in issue_means and theirs in issue_means:
+            print(f"  {theirs} / dgemm {ours}: {issue_means[theirs] / issue_means[ours]:.2f}x")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"where": where, "dgemm": dgemm.__file__, "rows": rows}, handle, indent=1)

@@ -7,7 +7,7 @@
 # tests: the drop-in's, CUDA graphs' (torch.compile included), hot path's and scale layouts'
 #        GPU tests of this tree (each test compiles into its own fresh cache).
 # call:  bench_call (per-call µs at M=64: pre, row-major, d=None, grouped; cuBLAS-blk and
-#        DeepGEMM 54e2261 in the same process).
+#        DeepGEMM 54e2261 in the same process), then bench.call_parts.
 # ab:    bench_gemm and bench_grouped on the DeepSeek-V3 shapes, main's tree (v24 kernel) and
 #        this tree (h2: A scales loaded by a cp.async warp) in alternating processes, each
 #        with DeepGEMM in the same process; each tree runs its own bench code.
@@ -18,7 +18,7 @@ modes=${1:-tests,call,ab}
 budget=${I1_BUDGET_S:-560}
 started=$SECONDS
 root=$PWD
-wt=$root/.wt-int
+wt=${I1_TREE:-$root/.wt-int}    # the tree under test (I1_TREE=$PWD: the checkout itself)
 out=/tmp/i1-out
 mkdir -p "$out"
 want() { case ",$modes," in *",$1,"*) return 0;; esac; return 1; }
@@ -49,6 +49,10 @@ if want call; then
   (cd "$wt" && PYTHONPATH="$wt:${PYTHONPATH:-}" timeout -k 5 "$(limit 90)" \
      python -m bench.bench_call --json "$out/call.json") > "$out/call.txt" 2>&1 || status=1
   cat "$out/call.txt"
+  say "call_parts"
+  (cd "$wt" && PYTHONPATH="$wt:${PYTHONPATH:-}" timeout -k 5 "$(limit 60)" \
+     python -m bench.call_parts) > "$out/call_parts.txt" 2>&1 || status=1
+  cat "$out/call_parts.txt"
 fi
 if want ab; then
   # tree label, its root: every process imports dgemm and bench from that tree.
