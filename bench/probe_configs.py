@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import statistics
 import subprocess
 import sys
 
@@ -75,7 +76,14 @@ def run_one(item: str, calls: int, flush: bool = False, rounds: int = 0) -> int:
             runs[config] = (fn, lambda out=out: problem.diff(out))
     if rounds:
         # The benches' timed rounds: every config's L2-flushed calls in one profiler session.
-        interleaved_samples({name: fn for name, (fn, _) in runs.items()}, rounds, calls)
+        samples = interleaved_samples({name: fn for name, (fn, _) in runs.items()}, rounds,
+                                      calls)
+        medians = {name: statistics.median(us) for name, us in samples.items()}
+        base = medians.get("deepgemm")
+        for name, us in medians.items():
+            # DeepGEMM time / config time: above 1 is faster than DeepGEMM.
+            versus = f"  x DeepGEMM {base / us:.3f}" if base else ""
+            print(f"{name} {us:.1f} us{versus}")
     else:
         scratch = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if flush else None
         for _ in range(calls):
@@ -103,7 +111,9 @@ def probe(item: str, calls: int, flush: bool = False, rounds: int = 0) -> str:
     lines = (done.stdout + done.stderr).strip().splitlines()
     last = next((line for line in reversed(lines) if "Error" in line or "diff" in line),
                 lines[-1] if lines else "")
-    return f"{item}: {'OK' if done.returncode == 0 else f'FAIL rc={done.returncode}'} {last[:300]}"
+    timed = "".join(f"\n    {line}" for line in lines if line.endswith(" us") or " us  x " in line)
+    return (f"{item}: {'OK' if done.returncode == 0 else f'FAIL rc={done.returncode}'} "
+            f"{last[:300]}{timed}")
 
 
 def main(argv=None) -> int:
