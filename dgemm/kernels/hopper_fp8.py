@@ -239,9 +239,13 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     row_counts = (max(1, m * 3 // 4), m, m * 5 // 4)
     groups = num_groups if spread else 1
     k_blocks = ceil_div(k, BLOCK_K)
-    # 192-row tiles would straddle the contiguous layout's 128-row group padding.
-    block_ms = (64,) if m <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
-        (64, 128, 192) if m > 128 else (64, 128))
+    # 192-row tiles would straddle the contiguous layout's 128-row group padding. A masked
+    # group may hold more rows than expected_m, so its taller tiles compete from the spread's
+    # largest count on. NOTES (v25 probe): at expected_m = 64 (groups of 45..82 rows) 128-row
+    # tiles ran 1.2..1.4x faster than the 64-row ones, which split most groups in two.
+    tallest = row_counts[-1] if spread else m
+    block_ms = (64,) if tallest <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
+        (64, 128, 192) if tallest > 128 else (64, 128))
     ranked = []
     # Inlined integer ceilings (-(-a // b)): this loop runs for every first call at a new M.
     for block_m in block_ms:
@@ -261,6 +265,12 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
             # wave, less wasted area beyond N, the larger tile (better reuse).
             cycles = cycles_full if tiles >= num_sms else cycles_part
+            if spread and block_m == 192:
+                # A masked group's last m-block is partly empty and its idle warpgroups skip
+                # their WGMMAs (v13), which spares 192-row tiles (three warpgroups) the most.
+                # NOTES (v25 sweep): fitted on the broad suite's masked fit part, 0.9 took the
+                # picks from 0.971 to 0.992 of the best timed tile (holdout 0.940 -> 0.978).
+                cycles *= 0.9
             # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every
             # SM in the run, not only the tile's own (a shared cost, so not per wave): more
             # tiles in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of
@@ -290,10 +300,12 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
     multicasts = (1, 2) if gemm_type == "normal" else (1,)
     # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
-    # the 64 KB epilogue of each tile is not amortised. 136 and 144 wide 128-row tiles
+    # the 64 KB epilogue of each tile is not amortised; at K = 768 (6 K blocks) it is
+    # (contiguous 128 x 256 rows, 2048x768: 128x256 1.21x the rate of 128x128, v25 probe).
+    # 136 and 144 wide 128-row tiles
     # measured below 128 on 4 of 6 large shapes (v4 sweep); only the clearly wider 160 and
     # 192 pay for their extra width there.
-    wide_ok = ceil_div(k, BLOCK_K) >= 8
+    wide_ok = ceil_div(k, BLOCK_K) >= 6
     table = {}
     for block_m in (64, 128, 192):
         table[block_m] = tiles = []
