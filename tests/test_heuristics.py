@@ -134,6 +134,27 @@ def test_masked_pick_does_not_hinge_on_expected_m_exactly():
     assert len(picks) == 1
 
 
+def test_masked_groups_that_may_outgrow_64_rows_get_taller_tiles_offered():
+    # NOTES (v25): groups of 45..82 rows at expected_m = 64 ran 1.2..1.4x faster in 128-row
+    # tiles; a 64-row tile splits every group past 64 rows in two. A dense M of 64 is exact.
+    def block_ms(kind, m, groups):
+        return {tile[0] for tile in hopper_fp8.ranked_tiles(
+            heuristics.GEMM_TYPES[kind], m, 4096, 7168, groups, 132)}
+    assert 128 in block_ms("m_grouped_fp8_gemm_nt_masked", 64, 32)
+    assert block_ms("m_grouped_fp8_gemm_nt_masked", 48, 32) == {64}
+    assert block_ms("fp8_gemm_nt", 64, 1) == {64}
+    assert 192 in block_ms("m_grouped_fp8_gemm_nt_masked", 128, 8)
+    assert 192 not in block_ms("fp8_gemm_nt", 128, 1)
+
+
+def test_256_column_tiles_need_six_k_blocks():
+    # NOTES (v18, v25): 4 K blocks do not amortise a 256-wide tile's epilogue, 6 do.
+    def widths(k):
+        return {tile[1] for tile in hopper_fp8.ranked_tiles("normal", 4096, 32768, k, 1, 132)}
+    assert 256 not in widths(512) and 256 not in widths(640)
+    assert 256 in widths(768)
+
+
 @pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
     grown = hopper_fp8.smem_plan(128, block_n, 7168 + 128, 4)
