@@ -302,9 +302,8 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
     # the 64 KB epilogue of each tile is not amortised; at K = 768 (6 K blocks) it is
     # (contiguous 128 x 256 rows, 2048x768: 128x256 1.21x the rate of 128x128, v25 probe).
-    # 136 and 144 wide 128-row tiles
-    # measured below 128 on 4 of 6 large shapes (v4 sweep); only the clearly wider 160 and
-    # 192 pay for their extra width there.
+    # 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4 sweep);
+    # only the clearly wider 160 and 192 pay for their extra width there.
     wide_ok = ceil_div(k, BLOCK_K) >= 6
     table = {}
     for block_m in (64, 128, 192):
