@@ -82,7 +82,7 @@ def parts(n: int, k: int, device: str) -> list:
     # The same entry point without ctypes' GIL release around it (a PyDLL handle).
     unlocked = ctypes.PyDLL("libcuda.so.1").cuLaunchKernelEx
     unlocked.argtypes, unlocked.restype = lib.cuLaunchKernelEx.argtypes, ctypes.c_int
-    plan.config.stream = stream
+    plan.bind_stream(stream)
     extra = [("cuLaunchKernel (no cluster attribute)", classic_launch)] if (
         plan.cluster_dim == 1) else []
     extra.append(("cuLaunchKernelEx, GIL held (PyDLL)",

@@ -419,6 +419,9 @@ def _remember(key, launched, device, d_shape, tensors: tuple) -> None:
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()
     fast = _FastCall(plan, device, d_shape, a_scales if copies else None, tensors)
+    # Stored with A's and B's shapes as plain tuples (equal to and hashed like the torch.Size
+    # a lookup brings): a torch.Size stays tracked by the garbage collector (NOTES "w2").
+    key = key[:2] + (tuple(key[2]), tuple(key[3])) + key[4:]
     _fast_calls[key] = (fast,) + known[:_MAX_PER_KEY - 1]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import struct
 import threading
 from typing import Optional, Sequence, Tuple
 
@@ -173,64 +174,102 @@ POINTER, DESCRIPTOR = "pointer", "descriptor"
 
 
 class LaunchPlan:
-    """One kernel's launch for one call geometry. `params`: per kernel parameter, its ctypes
-    storage; `patches`: (tensor index, kind, storage) for the ones that follow a tensor. Every
-    launch is one cuLaunchKernelEx of a config built here (grid, block, shared memory, the
-    cluster attribute if any): per call only its stream is written, and four arguments cross
-    into C instead of cuLaunchKernel's eleven."""
-    __slots__ = ("function", "grid", "block", "smem_bytes", "config", "config_address",
-                 "attrs", "cluster_dim", "params", "pointer_array", "address", "patches",
-                 "pointers", "what")
+    """One kernel's launch for one call geometry. `params`: per kernel parameter, (its ctypes
+    type, its value: an int, or a `TmaDescriptor`); `patches`: (tensor index, kind, parameter
+    index) for the ones that follow a tensor. Every launch is one cuLaunchKernelEx of a config
+    built here (grid, block, shared memory, the cluster attribute if any): per call only its
+    stream is written, and four arguments cross into C instead of cuLaunchKernel's eleven.
+
+    The config, its attribute, the `void**` array and every parameter live in one bytearray
+    (descriptors 64-byte aligned): a bytearray is not tracked by Python's garbage collector,
+    while a plan of ctypes objects held ~40 tracked objects, and a warm-up that builds a plan
+    for each of thousands of new M paid for every one of them in each full collection
+    (bench/NOTES.md, "w2"). `patches` hold (tensor index, kind, byte offset) then."""
+    __slots__ = ("function", "grid", "cluster_dim", "storage", "shift", "base",
+                 "config_address", "address", "patches", "pointers", "what")
 
     def __init__(self, function: int, grid: Tuple[int, int, int], num_threads: int,
                  smem_bytes: int, cluster_dim: int, params: Sequence, patches: Sequence,
                  pointers: tuple, what: str):
         self.function = function
         self.grid = tuple(int(g) for g in grid)
-        self.block = (num_threads, 1, 1)
-        self.smem_bytes = smem_bytes
         self.cluster_dim = cluster_dim
-        self.params = tuple(params)            # keeps every slot alive
-        self.pointer_array = (ctypes.c_void_p * len(self.params))(
-            *[ctypes.addressof(p) for p in self.params])
-        self.address = ctypes.addressof(self.pointer_array)
-        self.patches = tuple(patches)
-        self.pointers = tuple(pointers)        # what the slots hold now
         self.what = what
-        self.attrs = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim,
-                                     cluster_y=1, cluster_z=1)
-        self.config = LaunchConfig(*self.grid, num_threads, 1, 1, smem_bytes, None,
-                                   ctypes.pointer(self.attrs), 1 if cluster_dim > 1 else 0)
-        self.config_address = ctypes.addressof(self.config)
+        # Layout: config | attribute | void* per parameter | parameters (each at its own
+        # alignment; descriptors at 64 bytes, CUtensorMap's).
+        offset = _CONFIG_BYTES + _ATTRIBUTE_BYTES
+        array_offset = offset
+        offset += 8 * len(params)
+        param_offsets = []
+        for ctype, _ in params:
+            align = 64 if ctype is TmaDescriptor else ctypes.alignment(ctype)
+            offset = -(-offset // align) * align
+            param_offsets.append(offset)
+            offset += ctypes.sizeof(ctype)
+        self.storage = storage = bytearray(offset + 64)
+        # A bytearray's buffer stays where it is unless resized, which a plan never does (the
+        # ctypes view that reads its address is dropped at once).
+        address = ctypes.addressof(ctypes.c_char.from_buffer(storage))
+        self.shift = shift = (-address) % 64
+        self.base = base = address + shift
+        self.config_address = base
+        self.address = base + array_offset
+        attribute = LaunchAttribute(id=_CLUSTER_DIMENSION, cluster_x=cluster_dim, cluster_y=1,
+                                    cluster_z=1)
+        config = LaunchConfig(*self.grid, num_threads, 1, 1, smem_bytes, None, None,
+                              1 if cluster_dim > 1 else 0)
+        config.attrs = ctypes.cast(base + _CONFIG_BYTES, ctypes.POINTER(LaunchAttribute))
+        self._write(0, bytes(config))
+        self._write(_CONFIG_BYTES, bytes(attribute))
+        for index, ((ctype, value), at) in enumerate(zip(params, param_offsets)):
+            _pack_pointer(storage, shift + array_offset + 8 * index, base + at)
+            self._write(at, bytes(value) if ctype is TmaDescriptor else bytes(ctype(value)))
+        self.patches = tuple((source, kind, param_offsets[index])
+                             for source, kind, index in patches)
+        self.pointers = tuple(pointers)        # what the parameters hold now
+
+    def _write(self, offset: int, data: bytes) -> None:
+        start = self.shift + offset
+        self.storage[start:start + len(data)] = data
+
+    def bind_stream(self, stream: int) -> None:
+        """Write the stream the next launch goes to into the config."""
+        _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)
 
     def run(self, pointers: tuple, stream: int) -> None:
         """Launch on `stream` with the tensors at `pointers` (same order as at build)."""
         lib = _driver or driver()
         if pointers != self.pointers:
             self._patch(lib, pointers)
-        self.config.stream = stream
+        _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)
         err = lib.cuLaunchKernelEx(self.config_address, self.function, self.address, None)
         if err:
             _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
                                             f"{self.cluster_dim}")
 
     def _patch(self, lib, pointers: tuple) -> None:
-        # Only the slots of tensors that moved (typically d or A alone: one TMA map re-pointed,
-        # not four). Mark the plan as holding nothing valid until they are rewritten: a
-        # failure half way must not leave a plan that a later call with these pointers would
-        # trust, and the next call then rewrites every slot.
+        # Only the parameters of tensors that moved (typically d or A alone: one TMA map
+        # re-pointed, not four). Mark the plan as holding nothing valid until they are
+        # rewritten: a failure half way must not leave a plan that a later call with these
+        # pointers would trust, and the next call then rewrites every parameter.
         held, self.pointers = self.pointers, None
-        for index, kind, slot in self.patches:
+        for index, kind, offset in self.patches:
             if held is not None and held[index] == pointers[index]:
                 continue
             if kind is POINTER:
-                slot.value = pointers[index]
+                _pack_pointer(self.storage, self.shift + offset, pointers[index])
             else:
-                err = lib.cuTensorMapReplaceAddress(ctypes.addressof(slot), pointers[index])
+                err = lib.cuTensorMapReplaceAddress(self.base + offset, pointers[index])
                 if err:
                     _fail("cuTensorMapReplaceAddress", err,
                           f"{self.what} (address {pointers[index]:#x})")
         self.pointers = pointers
+
+
+_CONFIG_BYTES = -(-ctypes.sizeof(LaunchConfig) // 64) * 64
+_ATTRIBUTE_BYTES = -(-ctypes.sizeof(LaunchAttribute) // 64) * 64
+_STREAM_OFFSET = LaunchConfig.stream.offset
+_pack_pointer = struct.Struct("<Q").pack_into       # (buffer, offset, value)
 
 
 def launch_packed(function: int, grid: Tuple[int, int, int], num_threads: int, smem_bytes: int,

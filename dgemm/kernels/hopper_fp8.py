@@ -405,14 +405,17 @@ def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle:
     encoded for the same address and geometry is the same descriptor (a freed and reused
     address included). Saves a driver call per operand on the hot path."""
     key = (ptr, dtype, dims, strides, box, swizzle)
-    desc = _descriptors.get(key)
-    if desc is None:
+    encoded = _descriptors.get(key)
+    if encoded is None:
         if len(_descriptors) >= _MAX_CACHED_DESCRIPTORS:
             _descriptors.clear()
         from ..jit import runtime      # the driver, only on a GPU host
-        desc = runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle)
-        desc.address = ptr             # which tensor it maps: launch plans re-point it
-        _descriptors[key] = desc
+        # Kept as bytes, which the garbage collector does not track (a ctypes descriptor
+        # drags four tracked objects along: bench/NOTES.md, "w2").
+        encoded = _descriptors[key] = bytes(
+            runtime.make_tma_desc(ptr, dtype, dims, strides, box, swizzle))
+    desc = TmaDescriptor.from_buffer_copy(encoded)
+    desc.address = ptr                 # which tensor it maps: launch plans re-point it
     return desc
 
 

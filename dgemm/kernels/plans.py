@@ -37,8 +37,10 @@ _POINTER = ctypes.c_void_p
 def plan_key(kernel, a, sa, b, d, layout) -> tuple:
     """Everything but the pointers that a family's launch values may depend on, including
     whether sa starts 16-byte aligned (TMA can map it only then)."""
-    return (kernel, a.shape, sa.shape, sa.stride(), sa.data_ptr() % 16 == 0, b.shape, d.shape,
-            layout is None, _get_ident())
+    # Plain tuples, not torch.Size: those stay tracked by the garbage collector (bench/NOTES.md,
+    # "w2"), and a warm-up keeps thousands of these keys.
+    return (kernel, tuple(a.shape), tuple(sa.shape), sa.stride(), sa.data_ptr() % 16 == 0,
+            tuple(b.shape), tuple(d.shape), layout is None, _get_ident())
 
 
 def pointers_of(a, sa, b, sb, d, layout) -> tuple:
@@ -89,22 +91,13 @@ def build(types: tuple, kernel, grid, values, pointers: tuple):
                         f"family built {len(values)}")
     params, patches = [], []
     for ctype, value in zip(types, values):
-        if ctype is TmaDescriptor:
-            source = _source(getattr(value, "address", None), pointers)
+        if ctype is TmaDescriptor or ctype is _POINTER:
+            pointer = getattr(value, "address", None) if ctype is TmaDescriptor else value
+            source = _source(pointer, pointers)
             if source is None:
                 return None
-            slot = launcher.aligned_descriptor()
-            ctypes.memmove(ctypes.addressof(slot), ctypes.addressof(value),
-                           ctypes.sizeof(TmaDescriptor))
-            patches.append((source, launcher.DESCRIPTOR, slot))
-        elif ctype is _POINTER:
-            source = _source(value, pointers)
-            if source is None:
-                return None
-            slot = _POINTER(value)
-            patches.append((source, launcher.POINTER, slot))
-        else:
-            slot = ctype(value)
-        params.append(slot)
+            kind = launcher.DESCRIPTOR if ctype is TmaDescriptor else launcher.POINTER
+            patches.append((source, kind, len(params)))
+        params.append((ctype, value))
     return launcher.LaunchPlan(kernel.handle, grid, kernel.num_threads, kernel.smem_bytes,
                                kernel.cluster_dim, params, patches, pointers, kernel.symbol)
