@@ -619,3 +619,22 @@ def test_grouped_calls_after_a_memoised_one_are_validated_when_a_tensor_changed(
     dgemm.m_grouped_fp8_gemm_nt_masked(ma, b, md, masked_m, M)
     assert driver.launches[-1].params[2] == masked_m.data_ptr()
     assert len(full_path) == 2
+
+
+def test_a_memoised_call_keeps_few_objects_the_garbage_collector_tracks(driver):
+    # bench/NOTES.md w2: a warm-up memoises a call per new M, and CPython's full collections
+    # visit every tracked object it keeps; ctypes launch plans and descriptors kept ~76.
+    import gc
+    (a, sa), b, d = fp8_inputs(512, N, K, row_major_scales=True)
+
+    def call(m):
+        dgemm.fp8_gemm_nt((a.narrow(0, 0, m), sa.narrow(0, 0, m)), b, d.narrow(0, 0, m))
+
+    for m in range(1, 11):
+        call(m)
+    gc.collect()
+    before = len(gc.get_objects())
+    for m in range(11, 211):
+        call(m)
+    gc.collect()
+    assert (len(gc.get_objects()) - before) / 200 < 12

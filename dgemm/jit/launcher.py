@@ -4,12 +4,12 @@ and call geometry, patched with the call's pointers, launched with one foreign c
 cuda-python's `cuLaunchKernel` re-packs its arguments on every call (and `cuLaunchKernelEx`
 builds a config object per call); here everything but the pointers is built once:
 
-- `LaunchPlan` holds a kernel's launch config (a ctypes `CUlaunchConfig`: grid, block, shared
-  memory, the cluster attribute if any) and one storage slot per kernel parameter with the
-  `void**` array pointing at them. `run(pointers, stream)` rewrites only the slots whose
-  tensor moved (plain pointer parameters: the slot's value; TMA descriptors:
-  `cuTensorMapReplaceAddress`, the driver's documented way to re-point an encoded
-  descriptor, on the plan's own copy), sets the stream and calls cuLaunchKernelEx.
+- `LaunchPlan` holds a kernel's launch config (a `CUlaunchConfig`: grid, block, shared
+  memory, the cluster attribute if any), the `void**` array and every parameter's bytes in one
+  bytearray. `run(pointers, stream)` rewrites only the parameters whose tensor moved (plain
+  pointers: their 8 bytes; TMA descriptors: `cuTensorMapReplaceAddress`, the driver's
+  documented way to re-point an encoded descriptor, on the plan's own copy), sets the stream
+  and calls cuLaunchKernelEx.
 - `launch_packed` launches `ArgLayout.pack`ed arguments the same way (calls without a plan).
 
 Pure ctypes: libcuda is opened on the first launch, so the families can build plans on a
@@ -241,7 +241,7 @@ class LaunchPlan:
         lib = _driver or driver()
         if pointers != self.pointers:
             self._patch(lib, pointers)
-        _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)
+        _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)   # bind_stream, inlined
         err = lib.cuLaunchKernelEx(self.config_address, self.function, self.address, None)
         if err:
             _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
