@@ -330,6 +330,13 @@ def _cached(kind: str, a, b, t1, t2, extra) -> tuple:
     return key, None
 
 
+def _stored_key(key: tuple) -> tuple:
+    """`_cached`'s key as `_fast_calls` keeps it: A's and B's shapes (its items 2 and 3) as
+    plain tuples, equal to and hashed like the torch.Size a lookup brings, because a
+    torch.Size stays tracked by the garbage collector (bench/NOTES.md, "w2")."""
+    return key[:2] + (tuple(key[2]), tuple(key[3])) + key[4:]
+
+
 def _guarded(a0, a1, b0, b1, t1, t2) -> tuple:
     """The tensors a call's guard covers: the optional ones only where given (a key holds
     which are, so every guard under one key takes as many)."""
@@ -419,10 +426,7 @@ def _remember(key, launched, device, d_shape, tensors: tuple) -> None:
     if len(_fast_calls) >= _MAX_FAST_CALLS:
         _fast_calls.clear()
     fast = _FastCall(plan, device, d_shape, a_scales if copies else None, tensors)
-    # Stored with A's and B's shapes as plain tuples (equal to and hashed like the torch.Size
-    # a lookup brings): a torch.Size stays tracked by the garbage collector (NOTES "w2").
-    key = key[:2] + (tuple(key[2]), tuple(key[3])) + key[4:]
-    _fast_calls[key] = (fast,) + known[:_MAX_PER_KEY - 1]
+    _fast_calls[_stored_key(key)] = (fast,) + known[:_MAX_PER_KEY - 1]
 
 
 # --- public GEMMs -------------------------------------------------------------------------------

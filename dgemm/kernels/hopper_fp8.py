@@ -403,7 +403,8 @@ _MAX_CACHED_DESCRIPTORS = 4096
 def _tma_desc(ptr: int, dtype, dims: tuple, strides: tuple, box: tuple, swizzle: int):
     """runtime.make_tma_desc, memoised: a descriptor holds nothing but these values, so one
     encoded for the same address and geometry is the same descriptor (a freed and reused
-    address included). Saves a driver call per operand on the hot path."""
+    address included). Saves a driver call per operand when a new call geometry is planned
+    (B's map, for one, serves every M)."""
     key = (ptr, dtype, dims, strides, box, swizzle)
     encoded = _descriptors.get(key)
     if encoded is None:
