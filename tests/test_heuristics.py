@@ -155,6 +155,20 @@ def test_256_column_tiles_need_six_k_blocks():
     assert 256 in widths(768)
 
 
+def test_widths_with_few_scale_split_points_pay_no_select_penalty():
+    # The kernel compiles its loop once per n_start % 128 where that takes <= 4 values
+    # (kStaticSplit); other straddling widths still choose each column's scale at run time.
+    assert [n for n in range(8, 257, 8) if hopper_fp8.static_scale_split(n)] == [96, 160, 192, 224]
+    per_column = {n: hopper_fp8.tile_cycles(128, n, 128 * 64) / n for n in (88, 96, 104)}
+    assert per_column[96] < per_column[88] and per_column[96] < per_column[104]
+
+
+def test_a_one_wave_medium_m_shape_takes_the_192_wide_tile():
+    # NOTES (p1): 511x6144x16384 ran 0.77 of DeepGEMM at the old pick 128x96 (two waves) and
+    # 0.94..0.96 at 128x192 (one wave) once its scale split was a constant.
+    assert hopper_fp8.ranked_tiles("normal", 511, 6144, 16384, 1, 132)[0] == (128, 192, 1)
+
+
 @pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
     grown = hopper_fp8.smem_plan(128, block_n, 7168 + 128, 4)

@@ -152,6 +152,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // checked stores otherwise (padding rows, masked-off rows).
     constexpr bool kTMAStore = fp8_gemm_tma_store(SHAPE_N, BLOCK_N);
     constexpr bool kUniformScaleB = fp8_gemm_uniform_scale_b(BLOCK_N);
+    // A tile that straddles two B-scale blocks promotes its columns before `split_col` with
+    // the first block's scale and the rest with the second's. Where n_start % 128 takes at most
+    // 4 values (widths that are multiples of 32), the main loop is compiled once per value and
+    // the per-column choice is a constant. NOTES: chosen at run time it cost ~80 instructions
+    // per K block at 128x192 (FSEL, ISETP, FMUL, predicates kept in registers, a spill) and
+    // ~40 between the first two WGMMAs at 128x96; DeepGEMM's loop has none (bench/NOTES.md p1).
+    constexpr uint32_t kSplitStep = gcd(BLOCK_N, 128u);
+    constexpr bool kStaticSplit = not kUniformScaleB and kNumNWaves == 1 and
+                                  128 / kSplitStep <= 4;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // WAVE_N / 2 per thread
     constexpr uint32_t kNumFinalAccum = kNumAccum * kNumNWaves;        // BLOCK_N / 2
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
@@ -494,9 +503,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
 
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
             // final += acc * scale_a(row) * scale_b(column block).
+            // `split.value`: the tile's first column in its second B-scale block (a Constant
+            // where the tile width allows few values, see kStaticSplit; else a RuntimeValue).
             // `sa_addr`: scales_a_addr made opaque once per round, so that each stage's A-scale
             // address is an immediate offset instead of a register kept (or spilled) per stage.
-            auto consume = [&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
+            auto consume = [&](auto split, uint32_t s, uint32_t k_block, uint32_t sa_addr) {
                 const float b_lo = sfb[k_block];
                 const float b_hi = kUniformScaleB ? b_lo : sfb[kNumKBlocks + k_block];
                 full_barriers[s].wait(phase);
@@ -541,7 +552,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         // Tiles that never straddle two scale blocks skip the per-column
                         // select; a 128-column wave of a 256-column tile uses one row.
                         const bool lo = kUniformScaleB or
-                                        (kNumNWaves > 1 ? w == 0 : i * 8 < split_col);
+                                        (kNumNWaves > 1 ? w == 0 : i * 8 < split.value);
                         const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
                         final_wave[i * 4 + 0] += s0 * accum[i * 4 + 0];
                         final_wave[i * 4 + 1] += s0 * accum[i * 4 + 1];
@@ -598,11 +609,22 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     first_stage = (first_stage + kNumKBlocks) % kNumStages;
                 }
             };
-            // Two copies of the loop keep the branch out of the per-K-block issue chain.
-            if (idle)
+            // Separate copies of the loop keep the branches out of the per-K-block issue chain.
+            if (idle) {
                 walk(pass);
-            else
-                walk(consume);
+            } else if constexpr (kStaticSplit) {
+                // One copy per value of n_start % 128 (a multiple of kSplitStep).
+                dispatch_constant<0, kSplitStep, 128>(n_start % 128, [&](auto residue) {
+                    constexpr uint32_t kSplit = 128 - decltype(residue)::value;
+                    walk([&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
+                        consume(Constant<kSplit>{}, s, k_block, sa_addr);
+                    });
+                });
+            } else {
+                walk([&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
+                    consume(RuntimeValue{split_col}, s, k_block, sa_addr);
+                });
+            }
             // Every K block is promoted: the loader may refill this tile's B-scale slot.
             __syncwarp();
             if (lane_idx == 0)

@@ -21,4 +21,30 @@ __host__ __device__ constexpr T gcd(T a, T b) { return b == 0 ? a : gcd(b, a % b
 template <typename T>
 __host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
+// A compile-time unsigned value passed as an argument (generic lambdas read `decltype(c)::value`).
+template <uint32_t kValue>
+struct Constant {
+    static constexpr uint32_t value = kValue;
+};
+
+// A run-time value read like a Constant (`c.value`), so one generic lambda serves both.
+struct RuntimeValue {
+    uint32_t value;
+};
+
+// Calls f(Constant<v>{}) for the v in {kFirst, kFirst + kStep, ...} (below kEnd) that equals
+// `value`, and f(Constant<last>{}) when none does: a run-time value from a small known set
+// becomes a template constant, at the cost of one copy of f per value.
+template <uint32_t kFirst, uint32_t kStep, uint32_t kEnd, typename F>
+__device__ __forceinline__ void dispatch_constant(uint32_t value, F&& f) {
+    if constexpr (kFirst + kStep >= kEnd) {
+        f(Constant<kFirst>{});
+    } else {
+        if (value == kFirst)
+            f(Constant<kFirst>{});
+        else
+            dispatch_constant<kFirst + kStep, kStep, kEnd>(value, f);
+    }
+}
+
 }  // namespace dgemm

@@ -168,14 +168,16 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
             k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
         else:
-            # NOTES: 160 and 192 columns: 7.0 per column with the 10% below (v22; 7.5 before
-            # undersold them: 200x10240x8192 ran 1.34x faster at 128x160 than at 128x80).
-            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 7.0 * block_n
+            # NOTES: 160 and 192 columns: 6.25 per column since the kernel's B-scale split is a
+            # compile-time constant for them (p1: one-wave 128x192 tiles ran 1.16x faster;
+            # refitted on the broad suite's fit part, bench/NOTES.md p1; 7.0 with a 10%
+            # select penalty before).
+            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 6.25 * block_n
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
                 k_block *= 1.12
-            if BLOCK_K % block_n:
+            if BLOCK_K % block_n and not static_scale_split(block_n):
                 # Widths that do not divide 128 promote with per-column scale selects (no
                 # uniform-scale path). NOTES: 128x40 ran ~600 clk per K block against ~430 for
                 # 128x32 (v21); over the broad suite's fit part +10% fitted best (v22).
@@ -188,6 +190,13 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
         # +0.5..3% at K >= 7168, -1% at K = 2048, -3% at K = 512.
         k_block, per_tile = k_block * 0.982, per_tile + 900
     return k_blocks * k_block + per_tile
+
+
+def static_scale_split(block_n: int) -> bool:
+    """The kernel compiles its main loop once per B-scale split point (n_start % 128) for
+    widths with at most 4 of them (multiples of 32 that do not divide 128), so their
+    promotion has no per-column scale select (csrc/dgemm/fp8_gemm.cuh, kStaticSplit)."""
+    return BLOCK_K % block_n != 0 and block_n < 256 and BLOCK_K // math.gcd(block_n, BLOCK_K) <= 4
 
 
 def multicast_fits(block_m: int, block_n: int, multicast: int) -> bool:

@@ -1,0 +1,87 @@
+"""One GEMM, a few times, for a profiler to look at (Nsight Compute on the GPU machine:
+bench/NOTES.md, wgrad v2 and p1): dgemm's kernel (optionally a forced tile) or DeepGEMM
+54e2261's on the same inputs. `--recipe dense` is the forward fp8_gemm_nt (BF16 out; a tile is
+BLOCK_MxBLOCK_N[/mc2a|/mc2b], as compare_tiles takes it without stages), `--recipe wgrad` the
+weight-gradient GEMM (a tile is BLOCK_Nx1 / x2a / x2b, as bench_wgrad --tile).
+
+    python -m bench.profile_gemm --recipe dense --impl dgemm --tile 128x192 --shape 511 6144 16384
+    python -m bench.profile_gemm --recipe wgrad --impl deep_gemm --shape 4096 7168 8192
+"""
+from __future__ import annotations
+
+import argparse
+import re
+
+import torch
+
+import dgemm
+from bench import bench_wgrad
+from bench.inputs import mn_major, random_dense
+
+WGRAD = (1, 1, 128)
+_CLUSTERS = {"": (1, False), "mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
+
+
+def parse_dense_tile(text: str) -> tuple:
+    """'128x192/mc2b' -> (128, 192, 2, False): forced_tile's arguments."""
+    match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b))?", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b]")
+    return (int(match[1]), int(match[2])) + _CLUSTERS[match[3] or ""]
+
+
+def _dense(impl: str, tile, m: int, n: int, k: int):
+    case = random_dense(m, n, k)
+    a, b = mn_major(case.a), case.b
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    if impl == "deep_gemm":
+        import deep_gemm
+        return lambda: deep_gemm.fp8_gemm_nt(a, b, d)
+    if tile:   # forced_tile holds for one `with` block: entered per call
+        return lambda: _forced_call(tile, a, b, d)
+    return lambda: dgemm.fp8_gemm_nt(a, b, d)
+
+
+def _forced_call(tile, a, b, d) -> None:
+    with dgemm.heuristics.forced_tile(*tile):
+        dgemm.fp8_gemm_nt(a, b, d)
+
+
+def _wgrad(impl: str, tile, m: int, n: int, k: int):
+    if tile:
+        bench_wgrad.force_tile(*tile)
+    a, _ = bench_wgrad._quantized(m, k)
+    b, _ = bench_wgrad._quantized(n, k)
+    d = torch.zeros(m, n, device="cuda")
+    module = dgemm
+    if impl == "deep_gemm":
+        import deep_gemm as module
+    return lambda: module.fp8_gemm_nt(a, b, d, c=d, recipe=WGRAD)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", choices=("dense", "wgrad"), default="wgrad")
+    parser.add_argument("--impl", choices=("dgemm", "deep_gemm"), default="dgemm")
+    parser.add_argument("--tile", help="dense: BLOCK_MxBLOCK_N[/mc2a|/mc2b]; wgrad: BLOCK_Nx1 "
+                                       "or x2a / x2b")
+    parser.add_argument("--shape", type=int, nargs=3, default=(4096, 7168, 8192),
+                        metavar=("M", "N", "K"))
+    parser.add_argument("--iters", type=int, default=3)
+    args = parser.parse_args(argv)
+    dense = args.recipe == "dense"
+    tile = None
+    if args.tile:
+        try:
+            tile = (parse_dense_tile if dense else bench_wgrad.parse_tile)(args.tile)
+        except argparse.ArgumentTypeError as err:
+            parser.error(str(err))
+    run = (_dense if dense else _wgrad)(args.impl, tile, *args.shape)
+    for _ in range(args.iters):
+        run()
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
