@@ -154,12 +154,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr bool kUniformScaleB = fp8_gemm_uniform_scale_b(BLOCK_N);
     // A tile that straddles two B-scale blocks promotes its columns before `split_col` with
     // the first block's scale and the rest with the second's. Where n_start % 128 takes at most
-    // 4 values (widths that are multiples of 32), the main loop is compiled once per value and
-    // the per-column choice is a constant. NOTES: chosen at run time it cost ~80 instructions
-    // per K block at 128x192 (FSEL, ISETP, FMUL, predicates kept in registers, a spill) and
-    // ~40 between the first two WGMMAs at 128x96; DeepGEMM's loop has none (bench/NOTES.md p1).
+    // 4 values (widths that are multiples of 32), the main loop of 128-row tiles is compiled
+    // once per value and the per-column choice is a constant. NOTES: chosen at run time it
+    // cost ~80 instructions per K block at 128x192 (FSEL, ISETP, FMUL, predicates kept in
+    // registers, a spill) and ~40 between the first two WGMMAs at 128x96; DeepGEMM's loop has
+    // none (bench/NOTES.md p1). The 64-row split-K tiles keep the run-time choice: their short
+    // tiles switch copies at every tile (masked 8 x 8 rows, 7168x2048 at 64x160: 6% slower).
     constexpr uint32_t kSplitStep = gcd(BLOCK_N, 128u);
-    constexpr bool kStaticSplit = not kUniformScaleB and kNumNWaves == 1 and
+    constexpr bool kStaticSplit = not kUniformScaleB and kNumNWaves == 1 and BLOCK_M >= 128 and
                                   128 / kSplitStep <= 4;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // WAVE_N / 2 per thread
     constexpr uint32_t kNumFinalAccum = kNumAccum * kNumNWaves;        // BLOCK_N / 2

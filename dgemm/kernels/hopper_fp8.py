@@ -193,9 +193,10 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
 
 
 def static_scale_split(block_n: int) -> bool:
-    """The kernel compiles its main loop once per B-scale split point (n_start % 128) for
-    widths with at most 4 of them (multiples of 32 that do not divide 128), so their
-    promotion has no per-column scale select (csrc/dgemm/fp8_gemm.cuh, kStaticSplit)."""
+    """The kernel compiles a 128-row tile's main loop once per B-scale split point
+    (n_start % 128) for widths with at most 4 of them (multiples of 32 that do not divide
+    128), so their promotion has no per-column scale select (csrc/dgemm/fp8_gemm.cuh,
+    kStaticSplit)."""
     return BLOCK_K % block_n != 0 and block_n < 256 and BLOCK_K // math.gcd(block_n, BLOCK_K) <= 4
 
 
