@@ -20,6 +20,16 @@ def cublas_blockwise(a: tuple, b: tuple, m: int) -> Callable[[], torch.Tensor]:
                                     out_dtype=torch.bfloat16)
 
 
+def cublas_blockwise_checked(a: tuple, b: tuple, m: int) -> tuple:
+    """(the cuBLAS-blk call, its first output, None), or (None, None, the first line of
+    cuBLAS's error) when it refuses the shape: a table keeps its other columns."""
+    run = cublas_blockwise(a, b, m)
+    try:
+        return run, run(), None
+    except RuntimeError as error:
+        return None, None, str(error).splitlines()[0]
+
+
 def deep_gemm_module():
     """DeepGEMM (the anchor, docs/benchmarks.md says how to build it on the GPU machine) when
     `import deep_gemm` works, else None: the benches then print no DeepGEMM column."""

@@ -36,7 +36,7 @@ from dgemm.utils import calc_diff
 
 from . import autotuning, report
 from . import suite as suites
-from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module, warm_deep_gemm_reporting
+from .baselines import cublas_blockwise_checked, deep_gemm_dense, deep_gemm_module, warm_deep_gemm_reporting
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
 from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
@@ -129,12 +129,12 @@ def bench_shape(shape: suites.DenseShape, opts: Options):
     checked(row["config"], run_dgemm)
     row["diff"] = calc_diff(d, ref)
     timed = {"dgemm": run_dgemm}
-    try:
-        run_cublas = cublas_blockwise(a, b, m)
-        row["cublas_diff"] = calc_diff(run_cublas(), ref)
+    run_cublas, cublas_out, cublas_error = cublas_blockwise_checked(a, b, m)
+    if run_cublas is None:                 # keep the table even if cuBLAS refuses a shape
+        row["cublas_error"] = cublas_error
+    else:
+        row["cublas_diff"] = calc_diff(cublas_out, ref)
         timed["cublas"] = run_cublas
-    except RuntimeError as error:          # keep the table even if cuBLAS refuses a shape
-        row["cublas_error"] = str(error).splitlines()[0]
     if opts.bf16:
         timed["bf16"] = lambda: case.x @ case.w.t()
     deep_gemm = deep_gemm_module()

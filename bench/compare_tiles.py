@@ -34,7 +34,7 @@ import dgemm
 from dgemm.heuristics import select
 from dgemm.utils import calc_diff
 
-from .baselines import cublas_blockwise, deep_gemm_dense, deep_gemm_module
+from .baselines import cublas_blockwise_checked, deep_gemm_dense, deep_gemm_module
 from .inputs import mn_major, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
@@ -119,12 +119,11 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
     fns, rows = {}, {}
-    run_cublas = cublas_blockwise(a, b, m)
-    try:
-        run_cublas()               # cuBLAS-blk refuses some shapes (e.g. M = 511 on cu130)
+    run_cublas, _, cublas_error = cublas_blockwise_checked(a, b, m)
+    if run_cublas is None:         # cuBLAS-blk refuses some shapes (e.g. M = 511 on cu130)
+        print(f"{m}x{n}x{k}: cuBLAS-blk skipped: {cublas_error}")
+    else:
         fns["cuBLAS-blk"] = run_cublas
-    except RuntimeError as error:
-        print(f"{m}x{n}x{k}: cuBLAS-blk skipped: {str(error).splitlines()[0]}")
     deep_gemm = deep_gemm_module()
     if deep_gemm is not None:
         d_deep = torch.full_like(d, float("nan"))

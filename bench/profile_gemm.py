@@ -16,10 +16,10 @@ import torch
 
 import dgemm
 from bench import bench_wgrad
+from bench.compare_tiles import CLUSTERS
 from bench.inputs import mn_major, random_dense
 
 WGRAD = (1, 1, 128)
-_CLUSTERS = {"": (1, False), "mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
 
 
 def parse_dense_tile(text: str) -> tuple:
@@ -27,7 +27,7 @@ def parse_dense_tile(text: str) -> tuple:
     match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b))?", text)
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b]")
-    return (int(match[1]), int(match[2])) + _CLUSTERS[match[3] or ""]
+    return (int(match[1]), int(match[2])) + CLUSTERS[match[3] or "mc1"]
 
 
 def _dense(impl: str, tile, m: int, n: int, k: int):
