@@ -34,7 +34,7 @@ import torch
 import dgemm
 from dgemm.utils import calc_diff
 
-from . import autotuning, report
+from . import autotuning, report, timing
 from . import suite as suites
 from .baselines import cublas_blockwise_checked, deep_gemm_dense, deep_gemm_module, warm_deep_gemm_reporting
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
@@ -327,6 +327,7 @@ def main(argv=None) -> int:
                    autotune=args.autotune)
     if args.autotune:
         autotuning.enable()
+    timing.ROTATE_ORDER = not args.fixed_order
     if args.shapes:
         shapes = [suites.DenseShape(m, n, k) for m, n, k in dense_shapes(load_shapes(args.shapes))]
     else:

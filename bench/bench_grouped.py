@@ -4,7 +4,7 @@
     python -m bench.bench_grouped --suite broad [--part fit|holdout|all]
     python -m bench.bench_grouped --candidates 3           # also the cost model's next picks
     python -m bench.bench_grouped --picks old.json         # another checkout's picks beside
-    python -m bench.bench_grouped --sweep 128x128,128x256  # these tiles on every shape
+    python -m bench.bench_grouped --sweep 128x128,128x192/mc2b  # these tiles on every shape
     python -m bench.bench_grouped --dense-same-work        # our dense kernel on the same work
 
 DeepGEMM (whenever `import deep_gemm` works, docs/benchmarks.md) runs in the same alternating
@@ -29,7 +29,7 @@ import torch
 import dgemm
 from dgemm import heuristics
 
-from . import autotuning, report
+from . import autotuning, report, timing
 from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
                         warm_deep_gemm_reporting)
@@ -48,7 +48,8 @@ class Options:
     iters: int = 20
     candidates: int = 0
     picks: dict = dataclasses.field(default_factory=dict)
-    tiles: tuple = ()                 # --sweep: (block_m, block_n) forced on every shape
+    control: bool = False             # --control: the pick timed twice
+    tiles: tuple = ()                 # --sweep: (block_m, block_n, multicast, shares A) per shape
     dense_same_work: bool = False
     check_timing: bool = True      # compare the two ways of timing once, on the first shape
     skip: tuple = ()               # configs never timed beside the pick (e.g. known to fault)
@@ -132,14 +133,25 @@ def extra_specs(case: suites.GroupedCase, opts: Options) -> dict:
                                        num_sms=dgemm.get_num_sms(), count=10 ** 6)
         for candidate in diverse(ranked, opts.candidates):
             extra[suites.config_name(candidate)] = candidate
-    for block_m, block_n in opts.tiles:
+    for block_m, block_n, multicast, on_a in opts.tiles:
         if case.layout == "contiguous" and 128 % block_m:
             continue                       # would straddle the 128-row group padding
+        if case.layout == "masked" and multicast > 1 and not on_a:
+            continue                       # masked clusters share A only
         if hopper_fp8.num_stages(block_m, block_n, case.k):
-            tile = hopper_fp8.with_tile(spec, block_m, block_n)
+            tile = hopper_fp8.with_tile(spec, block_m, block_n, multicast, on_a)
             if tile != spec:
                 extra.setdefault(suites.config_name(tile), tile)
     return {name: s for name, s in extra.items() if suites.config_name(s) not in opts.skip}
+
+
+def sweep_tile(text: str) -> tuple:
+    """'128x192' or '128x192/mc2b' -> (block_m, block_n, multicast, shares A)."""
+    tile, _, cluster = text.partition("/")
+    if cluster not in ("", "mc1", "mc2a", "mc2b"):
+        raise SystemExit(f"bench_grouped: --sweep {text!r}: the cluster is mc1, mc2a or mc2b")
+    block_m, block_n = (int(v) for v in tile.split("x"))
+    return block_m, block_n, 2 if cluster.startswith("mc2") else 1, cluster == "mc2a"
 
 
 def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
@@ -168,6 +180,8 @@ def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
     extras, extra_diffs = extra_specs(case, opts), {}
     if heuristic != spec:
         extras["heuristic"] = heuristic      # the decision's gain over the heuristic
+    if opts.control:
+        extras["control"] = spec             # the pick again, at another place in each round
     for name, other in extras.items():
         out_other = problem.new_output()
         checked(suites.config_name(other), lambda: problem.launch(other, out_other))
@@ -298,7 +312,12 @@ def main(argv=None) -> int:
     parser.add_argument("--picks", type=pathlib.Path,
                         help="JSON of another checkout's picks (python -m bench.suite picks)")
     parser.add_argument("--sweep", default="",
-                        help="also time these tiles on every shape, e.g. 128x128,128x256")
+                        help="also time these tiles on every shape, e.g. 128x128,128x256,"
+                             "128x192/mc2b (mc2a, mc2b: 2-CTA clusters sharing A, B)")
+    parser.add_argument("--control", action="store_true",
+                        help="also time dgemm's pick a second time (its own column, launched "
+                             "like the other configs): the spread between the two is the "
+                             "timing's own")
     parser.add_argument("--dense-same-work", action="store_true",
                         help="also time the dense kernel on each shape's valid rows")
     add_run_arguments(parser, "case")
@@ -311,13 +330,13 @@ def main(argv=None) -> int:
     opts = Options(rounds=args.rounds or (3 if broad else 5),
                    iters=args.iters or (10 if broad else 20), candidates=args.candidates,
                    picks=json.loads(args.picks.read_text()) if args.picks else {},
-                   tiles=tuple(tuple(int(v) for v in t.split("x"))
-                               for t in args.sweep.split(",") if t),
-                   dense_same_work=args.dense_same_work,
+                   tiles=tuple(sweep_tile(t) for t in args.sweep.split(",") if t),
+                   dense_same_work=args.dense_same_work, control=args.control,
                    skip=tuple(c for c in args.skip_configs.split(",") if c),
                    autotune=args.autotune)
     if args.autotune:
         autotuning.enable()
+    timing.ROTATE_ORDER = not args.fixed_order
     layouts = ("contiguous", "masked") if args.layout == "both" else (args.layout,)
     cases = [c for layout in layouts for c in suites.grouped_cases(args.suite, layout, args.part)]
     rows, faults = [], []

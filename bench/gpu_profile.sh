@@ -2,16 +2,17 @@
 # Nsight Compute on dgemm's kernel (tiles given as arguments, or the heuristic's pick with
 # `heuristic`) and DeepGEMM 54e2261's, one launch each of the same shape (bench/NOTES.md, wgrad
 # v2 and p1). From the repository root with .anchors/:
-#     bash bench/gpu_profile.sh dense|wgrad M N K TILE...
+#     bash bench/gpu_profile.sh dense|contiguous|wgrad M N K TILE...
+# (contiguous: NUM_GROUPS groups, default 4, of M rows each).
 # Reports go to $OUT (default /tmp/prof-out); PROFILE_SOURCE=1 adds the per-instruction stall
 # sampling (SourceCounters section).
 set -uo pipefail
 out=${OUT:-/tmp/prof-out}; mkdir -p "$out"
 recipe=$1 m=$2 n=$3 k=$4; shift 4
 case $recipe in
-  dense) kernels='fp8_gemm_kernel|1d2d' ;;
+  dense|contiguous) kernels='fp8_gemm_kernel|1d2d' ;;
   wgrad) kernels='fp8_wgrad|1d1d' ;;
-  *) echo "gpu_profile.sh: the recipe is dense or wgrad; got $recipe" >&2; exit 2 ;;
+  *) echo "gpu_profile.sh: the recipe is dense, contiguous or wgrad; got $recipe" >&2; exit 2 ;;
 esac
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2> /dev/null | head -1)
 [ -z "$ncu" ] && { echo "no ncu on this machine"; exit 2; }
@@ -23,11 +24,12 @@ sections="--section SpeedOfLight --section WarpStateStats --section SchedulerSta
 [ "${PROFILE_SOURCE:-0}" = 1 ] && sections="$sections --section SourceCounters"
 profile() {   # $1 label, rest: the profile_gemm arguments
   local label=$1; shift
-  python3 -m bench.profile_gemm --recipe "$recipe" --shape "$m" "$n" "$k" --iters 1 "$@" \
+  python3 -m bench.profile_gemm --recipe "$recipe" --groups "${NUM_GROUPS:-4}" \
+    --shape "$m" "$n" "$k" --iters 1 "$@" \
     > /dev/null 2>&1  # JIT
   timeout -k 5 150 "$ncu" --clock-control none --kernel-name regex:"$kernels" --launch-skip 1 \
     --launch-count 1 $sections python3 -m bench.profile_gemm --recipe "$recipe" \
-    --shape "$m" "$n" "$k" --iters 2 "$@" > "$out/ncu_${label//\//_}.txt" 2>&1
+    --groups "${NUM_GROUPS:-4}" --shape "$m" "$n" "$k" --iters 2 "$@" > "$out/ncu_${label//\//_}.txt" 2>&1
   echo "== $label rc $?"; grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L2 Hit|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued|Registers Per|Executed Ipc A" "$out/ncu_${label//\//_}.txt" | head -30
 }
 profile deep_gemm --impl deep_gemm

@@ -1,10 +1,13 @@
 """One GEMM, a few times, for a profiler to look at (Nsight Compute on the GPU machine:
 bench/NOTES.md, wgrad v2 and p1): dgemm's kernel (optionally a forced tile) or DeepGEMM
 54e2261's on the same inputs. `--recipe dense` is the forward fp8_gemm_nt (BF16 out; a tile is
-BLOCK_MxBLOCK_N[/mc2a|/mc2b], as compare_tiles takes it without stages), `--recipe wgrad` the
+BLOCK_MxBLOCK_N[/mc2a|/mc2b], as compare_tiles takes it without stages), `--recipe contiguous` the
+MoE contiguous layout (`--groups` groups of M rows each, tiles as dense), `--recipe wgrad` the
 weight-gradient GEMM (a tile is BLOCK_Nx1 / x2a / x2b, as bench_wgrad --tile).
 
     python -m bench.profile_gemm --recipe dense --impl dgemm --tile 128x192 --shape 511 6144 16384
+    python -m bench.profile_gemm --recipe contiguous --groups 4 --tile 128x256/mc2b \
+        --shape 8192 4096 7168
     python -m bench.profile_gemm --recipe wgrad --impl deep_gemm --shape 4096 7168 8192
 """
 from __future__ import annotations
@@ -17,7 +20,8 @@ import torch
 import dgemm
 from bench import bench_wgrad
 from bench.compare_tiles import CLUSTERS
-from bench.inputs import mn_major, random_dense
+from bench.baselines import deep_gemm_contiguous
+from bench.inputs import mn_major, random_contiguous, random_dense
 
 WGRAD = (1, 1, 128)
 
@@ -47,6 +51,23 @@ def _forced_call(tile, a, b, d) -> None:
         dgemm.fp8_gemm_nt(a, b, d)
 
 
+def _contiguous(impl: str, tile, m: int, n: int, k: int, groups: int):
+    case = random_contiguous([m] * groups, n, k)
+    a, b, layout = mn_major(case.a), case.b, case.m_indices
+    d = torch.empty(layout.numel(), n, device="cuda", dtype=torch.bfloat16)
+    if impl == "deep_gemm":
+        import deep_gemm
+        return deep_gemm_contiguous(deep_gemm, a, b, d, layout)
+
+    def run():
+        if tile:
+            with dgemm.heuristics.forced_tile(*tile):
+                dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+        else:
+            dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
+    return run
+
+
 def _wgrad(impl: str, tile, m: int, n: int, k: int):
     if tile:
         bench_wgrad.force_tile(*tile)
@@ -61,22 +82,27 @@ def _wgrad(impl: str, tile, m: int, n: int, k: int):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", choices=("dense", "wgrad"), default="wgrad")
+    parser.add_argument("--recipe", choices=("dense", "contiguous", "wgrad"), default="wgrad")
     parser.add_argument("--impl", choices=("dgemm", "deep_gemm"), default="dgemm")
     parser.add_argument("--tile", help="dense: BLOCK_MxBLOCK_N[/mc2a|/mc2b]; wgrad: BLOCK_Nx1 "
                                        "or x2a / x2b")
     parser.add_argument("--shape", type=int, nargs=3, default=(4096, 7168, 8192),
                         metavar=("M", "N", "K"))
+    parser.add_argument("--groups", type=int, default=4,
+                        help="contiguous: groups of M rows each")
     parser.add_argument("--iters", type=int, default=3)
     args = parser.parse_args(argv)
-    dense = args.recipe == "dense"
+    dense = args.recipe != "wgrad"
     tile = None
     if args.tile:
         try:
             tile = (parse_dense_tile if dense else bench_wgrad.parse_tile)(args.tile)
         except argparse.ArgumentTypeError as err:
             parser.error(str(err))
-    run = (_dense if dense else _wgrad)(args.impl, tile, *args.shape)
+    if args.recipe == "contiguous":
+        run = _contiguous(args.impl, tile, *args.shape, args.groups)
+    else:
+        run = (_dense if dense else _wgrad)(args.impl, tile, *args.shape)
     for _ in range(args.iters):
         run()
     torch.cuda.synchronize()

@@ -4,7 +4,8 @@
 
 Prints calc_diff for the dense calls; the sanitizer's ERROR SUMMARY is the result. Runs the
 heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles forced, alone
-and in 2-CTA clusters (sharing B: dense calls only), and 64-row split-K tiles (a wide and a
+and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair in two groups,
+a pair of a real and a padding block, and a lone last block), and 64-row split-K tiles (a wide and a
 narrow one; K of 1, 2, 3, 4 and 8 blocks: their warpgroups own alternate stages, v23).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ DENSE_SHAPES = [(1, 576, 128), (65, 2120, 256), (200, 100, 512), (129, 264, 384)
                 (300, 200, 1024)]
 # (block_m, block_n, cluster size, cluster shares A); None: the heuristic's pick.
 TILES = [None, (128, 256, 1, True), (192, 128, 1, True), (128, 256, 2, False),
-         (192, 128, 2, True), (64, 160, 1, True), (64, 56, 1, True)]
+         (128, 192, 2, False), (192, 128, 2, True), (64, 160, 1, True), (64, 56, 1, True)]
 
 
 def dense(m: int, n: int, k: int) -> None:
@@ -33,9 +34,10 @@ def dense(m: int, n: int, k: int) -> None:
     print("dense", m, n, k, f"{dgemm.calc_diff(d, case.ref):.1e}")
 
 
-def grouped(contiguous: bool) -> None:
-    """One masked call (an empty group, a partial one, a full one) and, if `contiguous`, one
-    contiguous call with padding rows between groups; values unchecked, only memory."""
+def grouped(contiguous: bool, masked: bool = True) -> None:
+    """If `masked`, one masked call (an empty group, a partial one, a full one) and, if
+    `contiguous`, one contiguous call with padding rows between groups and a block of padding
+    alone (5 blocks); values unchecked, only memory."""
     g, max_m, n, k = 3, 96, 264, 256
     a = torch.randn(g, max_m, k, device="cuda").to(torch.float8_e4m3fn)
     sa = torch.rand(g, max_m, k // 128, device="cuda")
@@ -43,13 +45,15 @@ def grouped(contiguous: bool) -> None:
     sb = torch.rand(g, 3, k // 128, device="cuda")
     d = torch.empty(g, max_m, n, device="cuda", dtype=torch.bfloat16)
     masked_m = torch.tensor([5, 0, 96], device="cuda", dtype=torch.int32)
-    dgemm.m_grouped_fp8_gemm_nt_masked((a, sa), (b, sb), d, masked_m, 48)
+    if masked:
+        dgemm.m_grouped_fp8_gemm_nt_masked((a, sa), (b, sb), d, masked_m, 48)
     if contiguous:
-        m_indices = torch.full((384,), -1, device="cuda", dtype=torch.int32)
+        m_indices = torch.full((640,), -1, device="cuda", dtype=torch.int32)
         m_indices[:100], m_indices[128:129], m_indices[256:380] = 0, 2, 1
-        a2 = torch.randn(384, k, device="cuda").to(torch.float8_e4m3fn)
-        sa2 = torch.rand(384, k // 128, device="cuda")
-        d2 = torch.empty(384, n, device="cuda", dtype=torch.bfloat16)
+        m_indices[512:600] = 2
+        a2 = torch.randn(640, k, device="cuda").to(torch.float8_e4m3fn)
+        sa2 = torch.rand(640, k // 128, device="cuda")
+        d2 = torch.empty(640, n, device="cuda", dtype=torch.bfloat16)
         dgemm.m_grouped_fp8_gemm_nt_contiguous((a2, sa2), (b, sb), d2, m_indices)
     torch.cuda.synchronize()
     print("grouped ok")
@@ -65,9 +69,9 @@ def main() -> int:
         with heuristics.forced_tile(*tile) if tile else contextlib.nullcontext():
             for shape in DENSE_SHAPES:
                 dense(*shape)
-            # Clusters sharing B: plain GEMM only; 192-row tiles: not the contiguous layout.
-            if tile is None or tile[3]:
-                grouped(contiguous=tile is None or tile[0] <= 128)
+            # Clusters sharing B: not the masked layout; 192-row tiles: not the contiguous one.
+            shares_b = tile is not None and tile[2] > 1 and not tile[3]
+            grouped(contiguous=tile is None or tile[0] <= 128, masked=not shares_b)
     return 0
 
 

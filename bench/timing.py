@@ -44,18 +44,29 @@ def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
     return total / iters
 
 
+# Rounds take the functions in turn from a different first one (`interleaved_samples`); False
+# keeps one fixed order (the order before session 13, for comparisons: `--fixed-order`).
+ROTATE_ORDER = True
+
+
 def interleaved_samples(fns: dict, rounds: int = 5, iters: int = 20) -> dict:
     """kernel_time_us of each function in each of `rounds` alternating rounds: {name: [us per
     round]}. The GPU's clock drifts with power and heat over a run (seen: the same kernel
     10..15% apart minutes later), so implementations measured back to back in one block each
-    would be compared at different clocks. A round is one profiler session over all the
-    functions (`round_times`), which saves a session per function and round; where its kernels
-    cannot be told apart it falls back to one session per function."""
+    would be compared at different clocks. It also sags within a round: the GPU idles while a
+    round's profiler session starts and its SM clock falls from ~1.98 to ~1.3..1.4 GHz under
+    load (bench/NOTES.md q4), so round r starts at function r (mod their count) instead of
+    always at the first. A round is one profiler session over all the functions
+    (`round_times`), which saves a session per function and round; where its kernels cannot be
+    told apart it falls back to one session per function."""
     samples = {name: [] for name in fns}
-    for _ in range(rounds):
-        times = round_times(fns, iters)
+    names = list(fns)
+    for index in range(rounds):
+        first = index % len(names) if ROTATE_ORDER else 0
+        order = {name: fns[name] for name in names[first:] + names[:first]}
+        times = round_times(order, iters)
         if times is None:
-            times = {name: kernel_time_us(fn, iters=iters) for name, fn in fns.items()}
+            times = {name: kernel_time_us(fn, iters=iters) for name, fn in order.items()}
         for name in fns:
             samples[name].append(times[name])
     return samples
@@ -171,6 +182,10 @@ def add_run_arguments(parser, unit: str) -> None:
     """The options that control a bench run, shared by bench_gemm and bench_grouped: configs
     to skip, compile only, the --json file and --resume after a CUDA fault, --autotune
     (`unit`: what one row of the bench times, "shape" or "case")."""
+    parser.add_argument("--fixed-order", action="store_true",
+                        help="time the functions of every round in one fixed order (dgemm's "
+                             "pick first), as before session 13; default: each round starts at "
+                             "the next function")
     parser.add_argument("--skip-configs", default="",
                         help="comma-separated configs (e.g. 64x192x6/mc1) never timed beside "
                              "the heuristic's pick")

@@ -103,16 +103,25 @@ def test_256_column_tiles_are_offered_to_128_row_tiles_only_and_fit_three_stages
     assert hopper_fp8.num_stages(128, 256, 16384) == 3
 
 
-def test_clusters_share_the_operand_measured_best_and_only_in_plain_gemms():
+def test_clusters_share_the_operand_measured_best_and_never_in_masked_gemms():
     for spec in HOPPER_SPECS:
         if spec.num_tma_multicast > 1:
-            assert spec.gemm_type == "normal"
+            assert spec.gemm_type in ("normal", "grouped_contiguous")
             assert spec.num_tma_multicast == 2
             # NOTES (bench/NOTES.md v16): 128x256 tiles gained sharing B, 192x128 sharing A.
             expected = {(128, 256): False, (192, 128): True}.get((spec.block_m, spec.block_n))
             assert expected is None or spec.multicast_on_a == expected
         else:
             assert not spec.multicast_on_a
+
+
+def test_contiguous_long_k_shapes_share_b_and_short_k_ones_do_not():
+    # NOTES (bench/NOTES.md q5): the contiguous layout takes the plain GEMM's cost model.
+    long_k = select("m_grouped_fp8_gemm_nt_contiguous", 8192, 4096, 7168, 4)
+    assert (long_k.block_m, long_k.block_n, long_k.num_tma_multicast,
+            long_k.multicast_on_a) == (128, 256, 2, False)
+    assert select("m_grouped_fp8_gemm_nt_contiguous", 8192, 7168, 2048, 4).num_tma_multicast == 1
+    assert select("m_grouped_fp8_gemm_nt_masked", 256, 4096, 7168, 32).num_tma_multicast == 1
 
 
 def test_long_k_large_shapes_use_clusters_and_short_k_or_one_wave_shapes_do_not():
@@ -309,3 +318,13 @@ def test_a_64_row_spec_with_an_odd_stage_count_is_refused_before_compiling(stage
         source.render(by_hand)                       # so no key and no compile either
     # 128-row tiles keep any depth that fits.
     dataclasses.replace(base, block_m=128, block_n=144, num_stages=stages).plan_checks()
+
+
+def test_clusters_sharing_b_compile_for_the_contiguous_layout_and_are_refused_for_masked():
+    contiguous = select("m_grouped_fp8_gemm_nt_contiguous", 4096, 4096, 7168, 8)
+    sharing_b = hopper_fp8.with_tile(contiguous, 128, 192, 2, multicast_on_a=False)
+    sharing_b.plan_checks()
+    masked = select("m_grouped_fp8_gemm_nt_masked", 256, 4096, 7168, 8)
+    with pytest.raises(ValueError, match="masked layout's 2-CTA clusters share A"):
+        hopper_fp8.with_tile(masked, 128, 192, 2, multicast_on_a=False).plan_checks()
+    hopper_fp8.with_tile(masked, 128, 128, 2, multicast_on_a=True).plan_checks()

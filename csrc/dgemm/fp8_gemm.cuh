@@ -4,8 +4,8 @@
 //
 // Persistent, warp-specialised: warpgroup 0 is the TMA producer filling a kNumStages ring of
 // shared-memory stages (full/empty mbarriers per stage) that runs on from tile to tile; in
-// 2-CTA clusters each producer loads half of the shared operand (A, or B for the plain GEMM)
-// and multicasts it to both CTAs. The math warpgroups (one per 64 rows of the tile) run FP8
+// 2-CTA clusters each producer loads half of the shared operand (A, or B for the plain GEMM
+// and the contiguous layout) and multicasts it to both CTAs. The math warpgroups (one per 64 rows of the tile) run FP8
 // WGMMA on each 128-wide K block into a temporary FP32 accumulator and promote it into the
 // final accumulator with the A and B scales of that block. The epilogue
 // stages the bf16 tile in shared memory and writes it with TMA stores (plain GEMM, tiles of
@@ -130,7 +130,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "a tile may span at most two 128-column B-scale blocks");
     static_assert(kNumTMAMulticast == 1 or kNumTMAMulticast == 2,
                   "clusters of 2 CTAs share A tiles (same m-block, adjacent n-blocks) or, for "
-                  "the plain GEMM, B tiles (same n-block, adjacent m-blocks)");
+                  "the plain GEMM and the contiguous layout, B tiles (same n-block, adjacent "
+                  "m-blocks)");
     static_assert(kGemmType == GemmType::Normal or kNumGroups >= 1, "group count");
 
     // ---- Types and sizes ----------------------------------------------------------------
@@ -339,11 +340,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     full->arrive_expect_tx(stage_bytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
                     // The shared operand: this CTA's slice, multicast to every CTA of the
-                    // cluster (the whole tile, locally, without multicast).
+                    // cluster (the whole tile, locally, without multicast). A contiguous pair
+                    // in two groups loads every slice of its own B (same bytes expected).
                     auto load = [&](const TmaDescriptor* desc, uint8_t* dst, int32_t row,
                                     bool shared, uint32_t slice_rows) {
                         if (kNumTMAMulticast == 1 or not shared) {
                             tma_load_2d(desc, full, dst, k, row);
+                        } else if (kGemmType == GemmType::GroupedContiguous and
+                                   not scheduler.shares_operand) {
+                            #pragma unroll
+                            for (uint32_t r = 0; r < kNumTMAMulticast; ++r)
+                                tma_load_2d(desc, full, dst + r * slice_rows * BLOCK_K, k,
+                                            row + static_cast<int32_t>(r * slice_rows));
                         } else {
                             const uint32_t slice = scheduler.rank * slice_rows;
                             tma_load_2d_multicast(desc, full, dst + slice * BLOCK_K, k,

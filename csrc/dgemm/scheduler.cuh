@@ -7,8 +7,10 @@
 // is a cluster tile. Sharing A: one m-block and kNumMulticast adjacent n-blocks, CTA rank r
 // taking n-block kNumMulticast * q + r (same m-block, group and skip decisions in both CTAs,
 // which the shared pipeline needs; an n-block past N is computed but never stored). Sharing B
-// (plain GEMM only): one n-block and kNumMulticast adjacent m-blocks, rank r taking m-block
-// kNumMulticast * q + r; an m-block past M reads zeros and is never stored.
+// (plain GEMM and contiguous layout): one n-block and kNumMulticast adjacent m-blocks, rank r
+// taking m-block kNumMulticast * q + r; an m-block past M reads zeros and is never stored.
+// On the contiguous layout the two m-blocks may belong to different groups: the pair then
+// loads B each for itself (`shares_operand` false) and keeps the shared pipeline's lockstep.
 #include "sync_utils.cuh"
 
 namespace dgemm {
@@ -17,8 +19,9 @@ template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK
           uint32_t kNumGroups, uint32_t kNumMulticast, bool kMulticastOnA,
           uint32_t kNumNBlocksPerBand = 16>
 struct Scheduler {
-    static_assert(kNumMulticast == 1 or kMulticastOnA or kGemmType == GemmType::Normal,
-                  "clusters sharing B need every m-block of a cluster in one group");
+    static_assert(kNumMulticast == 1 or kMulticastOnA or kGemmType != GemmType::GroupedMasked,
+                  "masked clusters share A: a cluster sharing B would need its m-blocks in one "
+                  "group");
     static constexpr uint32_t kNumNBlocks = ceil_div(SHAPE_N, BLOCK_N);
     // Blocks per cluster tile along N and along M.
     static constexpr uint32_t kUnitN = kMulticastOnA ? kNumMulticast : 1;
@@ -30,6 +33,9 @@ struct Scheduler {
     // Normal and contiguous: the M of the whole problem. Masked: max_m (rows per group).
     uint32_t shape_m;
     uint32_t rank = 0;               // CTA rank in the cluster (the n-block within the unit)
+    // Whether the current tile's shared operand is loaded once for the cluster (multicast).
+    // False only for a contiguous pair sharing B whose m-blocks are in different groups.
+    bool shares_operand = true;
     const int32_t* grouped_layout;   // contiguous: m_indices; masked: masked_m; else unused
     int32_t iter = -1;
 
@@ -92,9 +98,20 @@ struct Scheduler {
                 if constexpr (kGemmType == GemmType::GroupedContiguous) {
                     // Groups are padded to the M alignment, so a block that starts with a
                     // padding row (-1) holds no valid row: skip it without any work.
-                    const int32_t g = __ldg(grouped_layout + m_block * BLOCK_M);
-                    if (g < 0 or g >= static_cast<int32_t>(kNumGroups))
+                    int32_t g = contiguous_group(m_block);
+                    if constexpr (kUnitM > 1) {
+                        // Both CTAs of a pair make the same choices from the same two groups:
+                        // skip only when neither block has a row; a padding block computes
+                        // with its partner's group (its rows are never stored), so the pair
+                        // shares B whenever one group remains.
+                        const int32_t peer = contiguous_group(m_block ^ 1u);
+                        if (g < 0 and peer < 0)
+                            continue;
+                        g = g < 0 ? peer : g;
+                        shares_operand = peer < 0 or peer == g;
+                    } else if (g < 0) {
                         continue;
+                    }
                     group = static_cast<uint32_t>(g);
                 } else {
                     group = 0;
@@ -102,6 +119,15 @@ struct Scheduler {
                 return true;
             }
         }
+    }
+
+    // Contiguous layout: the group of m-block `m_block` (read from its first row), or -1 for
+    // a block of padding rows, past M or with an out-of-range group index.
+    __device__ __forceinline__ int32_t contiguous_group(uint32_t m_block) const {
+        if (m_block >= ceil_div(shape_m, BLOCK_M))
+            return -1;
+        const int32_t g = __ldg(grouped_layout + m_block * BLOCK_M);
+        return g >= 0 and g < static_cast<int32_t>(kNumGroups) ? g : -1;
     }
 
     // Row of A / D (in the 2-D [rows, K] / [rows, N] views) where this tile starts.

@@ -85,6 +85,10 @@ def plan_checks(spec: KernelSpec) -> str:
     # instead of in the compiler. NOTES: 64-row tiles with an odd stage count faulted before
     # kernel v23 (bench/NOTES.md v23); the header now refuses them too.
     check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
+    if spec.gemm_type == "grouped_masked" and spec.num_tma_multicast > 1 and \
+            not spec.multicast_on_a:
+        raise ValueError("the masked layout's 2-CTA clusters share A (multicast_on_a=True): a "
+                         "pair sharing B would need both m-blocks in one group")
     if spec.block_m == 64 and spec.num_stages % 2 and spec.num_stages > 1:
         raise ValueError(f"64-row tiles need an even stage count (their two math warpgroups "
                          f"own alternate stages); got {spec.num_stages}: use "
@@ -304,10 +308,13 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
     and with less, columns wasted past N, zero-fill coefficient or 0). Memoised: a warm-up
     selects for thousands of M with the same N and K."""
     # Clusters of 2 CTAs share the tile's larger operand through TMA multicast (A: adjacent
-    # n-blocks of one m-block; B, plain GEMM only: adjacent m-blocks of one n-block). They pay
-    # only on long K (cost model above). Grouped layouts keep single CTAs (no gain measured,
-    # bench/NOTES.md v12).
-    multicasts = (1, 2) if gemm_type == "normal" else (1,)
+    # n-blocks of one m-block; B: adjacent m-blocks of one n-block). They pay only on long K
+    # (cost model above). The contiguous layout takes the plain GEMM's cost model: with
+    # clusters sharing B (a pair in two groups loads B each, kernel q1) it picks 128x256 sharing
+    # B at K >= 7168, measured 0.978 -> 0.986 of DeepGEMM over the suite's contiguous shapes,
+    # +2..13% where it changes except one at -1.8% (bench/NOTES.md q5). The masked layout keeps
+    # single CTAs (no gain measured, v12; it cannot share B).
+    multicasts = (1, 2) if gemm_type in ("normal", "grouped_contiguous") else (1,)
     # NOTES: 256-column tiles lost at K = 512 at every M measured (128x32768x512: 0.89x the
     # rate of 128x128; 4096x32768x512: 0.92x of 192x128, bench/NOTES.md v18): with 4 K blocks
     # the 64 KB epilogue of each tile is not amortised; at K = 768 (6 K blocks) it is

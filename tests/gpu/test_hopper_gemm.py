@@ -233,6 +233,40 @@ def test_forced_cluster_sharing_a_grouped(block_m, block_n):
     check_masked(case, d)
 
 
+# Contiguous clusters sharing B: a pair whose m-blocks lie in one group multicasts B; a pair
+# straddling two groups loads B each for itself; a padding block computes with its partner's
+# group and stores nothing; a pair of padding blocks is skipped; an odd m-block count leaves
+# the last pair's second block past M.
+CONTIGUOUS_PAIRS = {"shared-and-straddling": [300, 0, 1, 256], "odd-blocks": [300],
+                    "every-pair-straddles": [7] * 16, "G64-full": [128] * 64}
+
+
+@pytest.mark.parametrize("block_m,block_n", [(128, 192), (128, 256), (128, 128), (128, 160)],
+                         ids=lambda v: str(v))
+@pytest.mark.parametrize("rows", CONTIGUOUS_PAIRS.values(), ids=CONTIGUOUS_PAIRS.keys())
+def test_forced_cluster_sharing_b_contiguous(block_m, block_n, rows):
+    with heuristics.forced_tile(block_m, block_n, num_tma_multicast=2, multicast_on_a=False):
+        check_contiguous(rows, 2112, 768)
+
+
+@pytest.mark.parametrize("dropped", [(1,), (0, 3), (3, 4)], ids=lambda v: str(v))
+def test_forced_cluster_sharing_b_contiguous_padding_blocks(dropped):
+    """Whole 128-row blocks of padding (-1) beside real ones: groups `dropped` are turned into
+    padding, so pairs hold one real and one padding block, or two padding blocks."""
+    case = random_contiguous([256, 128, 130, 384, 128], 1000, 512)
+    for g in dropped:
+        case.m_indices[case.m_indices == g] = -1
+    valid = case.m_indices >= 0
+    d = poisoned(case.m_indices.numel(), 1000)
+    with heuristics.forced_tile(128, 192, num_tma_multicast=2, multicast_on_a=False):
+        dgemm.m_grouped_fp8_gemm_nt_contiguous(case.a, case.b, d, case.m_indices)
+    assert overwritten_count(d, ~valid) == 0, "padding rows (-1) were written"
+    assert unwritten_count(d, valid) == 0, "unwritten rows"
+    for g in set(range(5)) - set(dropped):
+        diff = calc_diff_rows(d, case.ref, case.m_indices == g)
+        assert diff < DIFF_BAR, f"group {g}: calc_diff {diff:.2e}"
+
+
 # ---- 64-row tiles over many calls (bench/NOTES.md v23) ------------------------------------------
 # Before v23 the two math warpgroups of a 64-row tile took K blocks by parity, so with an odd
 # stage count (64x144x7 for 4x36864x7168, 64x160x7 for masked ~64 rows of 28672x4096) or an odd
