@@ -2,7 +2,9 @@
 
     python -m bench.compare_tiles --shape 4096,4096,7168 --config 128x256x3 \
         --config 128x256x3/mc2a --config 128x256x3/mc2b [--config 128x256x3@/path/csrc] \
-        [--rounds 5] [--clocks] [--json out.json]
+        [--rounds 5] [--clocks] [--json out.json] [--groups G]
+
+`--groups G`: the contiguous MoE layout instead, G groups of M rows each (no cuBLAS column).
 
 A config is BLOCK_MxBLOCK_N[xSTAGES] (default: the heuristic's depth for that tile), optionally
 /mc2a (2-CTA clusters sharing A through TMA multicast) or /mc2b (sharing B), and optionally @DIR: compile from the csrc tree DIR instead of
@@ -34,8 +36,9 @@ import dgemm
 from dgemm.heuristics import select
 from dgemm.utils import calc_diff
 
-from .baselines import cublas_blockwise_checked, deep_gemm_dense, deep_gemm_module
-from .inputs import mn_major, random_dense
+from .baselines import (cublas_blockwise_checked, deep_gemm_contiguous, deep_gemm_dense,
+                        deep_gemm_module)
+from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
 CLUSTERS = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
@@ -111,36 +114,55 @@ def clock_and_power(fn, seconds: float = 1.5):
     return (statistics.mean(v[0] for v in kept), statistics.mean(v[1] for v in kept))
 
 
-def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
+def base_spec(m: int, n: int, k: int, groups: int):
+    """The heuristic's spec of the dense call, or of `groups` contiguous groups of m rows."""
+    if groups:
+        return select("m_grouped_fp8_gemm_nt_contiguous", m * groups, n, k, groups,
+                      num_sms=dgemm.get_num_sms())
+    return select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+
+
+def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool, groups: int = 0):
     from dgemm.kernels import hopper_fp8
 
-    case = random_dense(m, n, k)
-    a, b, ref = mn_major(case.a), case.b, case.ref
-    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
     fns, rows = {}, {}
-    run_cublas, _, cublas_error = cublas_blockwise_checked(a, b, m)
-    if run_cublas is None:         # cuBLAS-blk refuses some shapes (e.g. M = 511 on cu130)
-        print(f"{m}x{n}x{k}: cuBLAS-blk skipped: {cublas_error}")
-    else:
-        fns["cuBLAS-blk"] = run_cublas
     deep_gemm = deep_gemm_module()
-    if deep_gemm is not None:
+    if groups:
+        case = random_contiguous([m] * groups, n, k)
+        a, b, layout = mn_major(case.a), case.b, case.m_indices
+        d = torch.empty(layout.numel(), n, device="cuda", dtype=torch.bfloat16)
+        flops = 2 * int(case.valid.sum()) * n * k
+        check = lambda out: calc_diff_rows(out, case.ref, case.valid)       # noqa: E731
+        deep = deep_gemm_contiguous if deep_gemm is not None else None
+        deep_args = (layout,)
+    else:
+        case = random_dense(m, n, k)
+        a, b, layout = mn_major(case.a), case.b, None
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        flops = 2 * m * n * k
+        check = lambda out: calc_diff(out, case.ref)                         # noqa: E731
+        deep, deep_args = (deep_gemm_dense if deep_gemm is not None else None), ()
+        run_cublas, _, cublas_error = cublas_blockwise_checked(a, b, m)
+        if run_cublas is None:     # cuBLAS-blk refuses some shapes (e.g. M = 511 on cu130)
+            print(f"{m}x{n}x{k}: cuBLAS-blk skipped: {cublas_error}")
+        else:
+            fns["cuBLAS-blk"] = run_cublas
+    base = base_spec(m, n, k, groups)
+    if deep is not None:
         d_deep = torch.full_like(d, float("nan"))
-        fns["DeepGEMM"] = deep_gemm_dense(deep_gemm, a, b, d_deep)
+        fns["DeepGEMM"] = deep(deep_gemm, a, b, d_deep, *deep_args)
         fns["DeepGEMM"]()
-        rows["DeepGEMM"] = {"diff": calc_diff(d_deep, ref)}
+        rows["DeepGEMM"] = {"diff": check(d_deep)}
     for text in configs:
         spec, csrc = parse_config(text, base)
         kernel = load(spec, csrc)
         fn = (lambda s=spec, kern=kernel:
-              hopper_fp8.launch(s, a[0], a[1], b[0], b[1], d, None, kernel=kern))
+              hopper_fp8.launch(s, a[0], a[1], b[0], b[1], d, layout, kernel=kern))
         d.fill_(float("nan"))
         fn()
-        rows[text] = {"diff": calc_diff(d, ref)}
+        rows[text] = {"diff": check(d)}
         fns[text] = fn
     samples = interleaved_samples(fns, rounds)
-    flops = 2 * m * n * k
     out = {}
     for name, times in samples.items():
         row = rows.get(name, {"diff": float("nan")})
@@ -157,7 +179,7 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool):
     return out
 
 
-def precompile(shapes, configs) -> None:
+def precompile(shapes, configs, groups: int = 0) -> None:
     """Compile every (shape, config) kernel in parallel worker processes first, one batch per
     csrc tree (the workers read DGEMM_CSRC_DIR from the environment they are spawned with)."""
     from dgemm.jobs.prewarm import compile_all
@@ -165,7 +187,7 @@ def precompile(shapes, configs) -> None:
 
     by_csrc = {}
     for m, n, k in shapes:
-        base = select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+        base = base_spec(m, n, k, groups)
         for text in configs:
             spec, csrc = parse_config(text, base)
             by_csrc.setdefault(csrc, []).append(spec)
@@ -199,19 +221,22 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clocks", action="store_true")
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--groups", type=int, default=0,
+                        help="the contiguous MoE layout: G groups of M rows each")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("compare_tiles: needs a CUDA GPU", file=sys.stderr)
         return 2
     torch.manual_seed(0)
-    precompile([tuple(int(v) for v in shape.split(",")) for shape in args.shape], args.config)
+    precompile([tuple(int(v) for v in shape.split(",")) for shape in args.shape], args.config,
+               args.groups)
     results = []
     print(f"{gpu_name()}; {args.rounds} alternating rounds")
     for shape in args.shape:
         m, n, k = (int(v) for v in shape.split(","))
-        rows = compare(m, n, k, args.config, args.rounds, args.clocks)
+        rows = compare(m, n, k, args.config, args.rounds, args.clocks, args.groups)
         results.append({"shape": [m, n, k], "rows": rows})
-        print(f"\n{m}x{n}x{k}")
+        print(f"\n{f'{args.groups} x ' if args.groups else ''}{m}x{n}x{k}")
         for name, r in rows.items():
             lo, hi = r["ratio_range"]
             # FLOP per SM clock: the kernel's efficiency with the power cap's clock factored out.
