@@ -38,7 +38,7 @@ from dgemm.utils import calc_diff
 
 from .baselines import (cublas_blockwise_checked, deep_gemm_contiguous, deep_gemm_dense,
                         deep_gemm_module)
-from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense
+from .inputs import calc_diff_rows, contiguous_case, mn_major, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
 CLUSTERS = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
@@ -128,9 +128,7 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool, groups: 
     fns, rows = {}, {}
     deep_gemm = deep_gemm_module()
     if groups:
-        case = random_contiguous([m] * groups, n, k)
-        a, b, layout = mn_major(case.a), case.b, case.m_indices
-        d = torch.empty(layout.numel(), n, device="cuda", dtype=torch.bfloat16)
+        case, a, b, layout, d = contiguous_case(m, n, k, groups)
         flops = 2 * int(case.valid.sum()) * n * k
         check = lambda out: calc_diff_rows(out, case.ref, case.valid)       # noqa: E731
         deep = deep_gemm_contiguous if deep_gemm is not None else None

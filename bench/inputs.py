@@ -93,6 +93,14 @@ def random_contiguous(group_rows: List[int], n: int, k: int,
                           list(group_rows))
 
 
+def contiguous_case(m: int, n: int, k: int, groups: int, device: str = "cuda"):
+    """`groups` contiguous groups of m rows each, for timing: (case, A with MN-major scales, B,
+    m_indices, a bf16 d)."""
+    case = random_contiguous([m] * groups, n, k, device)
+    d = torch.empty(case.m_indices.numel(), n, device=device, dtype=torch.bfloat16)
+    return case, mn_major(case.a), case.b, case.m_indices, d
+
+
 @dataclasses.dataclass
 class MaskedCase:
     a: tuple                  # (fp8 [G, max_m, k], fp32 [G, max_m, k/128])

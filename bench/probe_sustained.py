@@ -12,10 +12,8 @@ import argparse
 
 import torch
 
-import dgemm
-from bench.baselines import deep_gemm_contiguous
-from bench.inputs import mn_major, random_contiguous
-from bench.profile_gemm import parse_dense_tile
+from bench.inputs import contiguous_case
+from bench.profile_gemm import contiguous_call, parse_dense_tile
 from bench.timing import FLUSH_BYTES, median
 
 
@@ -43,23 +41,12 @@ def main(argv=None) -> int:
                         help="BLOCK_MxBLOCK_N[/mc2a|/mc2b] (repeatable); 'deep_gemm' for DeepGEMM")
     parser.add_argument("--calls", type=int, default=40)
     args = parser.parse_args(argv)
-    case = random_contiguous([args.rows] * args.groups, args.n, args.k)
-    a, b, layout = mn_major(case.a), case.b, case.m_indices
-    d = torch.empty(layout.numel(), args.n, device="cuda", dtype=torch.bfloat16)
+    case, a, b, layout, d = contiguous_case(args.rows, args.n, args.k, args.groups)
     flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
     flops = 2 * int(case.valid.sum()) * args.n * args.k
-    fns = {}
-    for config in args.config:
-        if config == "deep_gemm":
-            import deep_gemm
-            fns[config] = deep_gemm_contiguous(deep_gemm, a, b, d, layout)
-            continue
-        tile = parse_dense_tile(config)
-
-        def run(tile=tile):
-            with dgemm.heuristics.forced_tile(*tile):
-                dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
-        fns[config] = run
+    fns = {config: contiguous_call("deep_gemm", None, a, b, d, layout) if config == "deep_gemm"
+           else contiguous_call("dgemm", parse_dense_tile(config), a, b, d, layout)
+           for config in args.config}
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()

@@ -13,6 +13,7 @@ weight-gradient GEMM (a tile is BLOCK_Nx1 / x2a / x2b, as bench_wgrad --tile).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 
 import torch
@@ -21,7 +22,7 @@ import dgemm
 from bench import bench_wgrad
 from bench.compare_tiles import CLUSTERS
 from bench.baselines import deep_gemm_contiguous
-from bench.inputs import mn_major, random_contiguous, random_dense
+from bench.inputs import contiguous_case, mn_major, random_dense
 
 WGRAD = (1, 1, 128)
 
@@ -51,21 +52,21 @@ def _forced_call(tile, a, b, d) -> None:
         dgemm.fp8_gemm_nt(a, b, d)
 
 
-def _contiguous(impl: str, tile, m: int, n: int, k: int, groups: int):
-    case = random_contiguous([m] * groups, n, k)
-    a, b, layout = mn_major(case.a), case.b, case.m_indices
-    d = torch.empty(layout.numel(), n, device="cuda", dtype=torch.bfloat16)
+def contiguous_call(impl: str, tile, a, b, d, layout):
+    """One contiguous call on these tensors: DeepGEMM's, or dgemm's (in a forced tile)."""
     if impl == "deep_gemm":
         import deep_gemm
         return deep_gemm_contiguous(deep_gemm, a, b, d, layout)
 
     def run():
-        if tile:
-            with dgemm.heuristics.forced_tile(*tile):
-                dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
-        else:
+        with (dgemm.heuristics.forced_tile(*tile) if tile else contextlib.nullcontext()):
             dgemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
     return run
+
+
+def _contiguous(impl: str, tile, m: int, n: int, k: int, groups: int):
+    _, a, b, layout, d = contiguous_case(m, n, k, groups)
+    return contiguous_call(impl, tile, a, b, d, layout)
 
 
 def _wgrad(impl: str, tile, m: int, n: int, k: int):
