@@ -36,11 +36,11 @@ import torch
 from . import guards, heuristics, kernels, ops, utils
 from .jit import env, launcher, state
 from .jit.errors import KernelNotWarmError
-from .kernels import loader, plans, portable_fp8
+from .kernels import hopper_fp8, loader, plans, portable_fp8
 
 FP8 = torch.float8_e4m3fn
 _BLOCK = 128                   # K block of one scale; rows of B per scale
-_MK_ALIGNMENT = 128            # rows of each group in the contiguous layout are padded to this
+_MK_ALIGNMENT = hopper_fp8.CONTIGUOUS_ALIGNMENT   # groups of the contiguous layout are padded to it
 _PTR_ALIGNMENT = 16            # bytes: cp.async / TMA need 16-byte aligned bases
 _DEVICE_TYPE = "cuda"          # the device the GEMMs run on (bench/stub_launch.py: "cpu")
 

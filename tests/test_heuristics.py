@@ -328,3 +328,10 @@ def test_clusters_sharing_b_compile_for_the_contiguous_layout_and_are_refused_fo
     with pytest.raises(ValueError, match="masked layout's 2-CTA clusters share A"):
         hopper_fp8.with_tile(masked, 128, 192, 2, multicast_on_a=False).plan_checks()
     hopper_fp8.with_tile(masked, 128, 128, 2, multicast_on_a=True).plan_checks()
+
+
+def test_a_contiguous_tile_taller_than_the_group_padding_is_refused():
+    contiguous = select("m_grouped_fp8_gemm_nt_contiguous", 4096, 4096, 7168, 8)
+    with pytest.raises(ValueError, match="would span two groups"):
+        hopper_fp8.with_tile(contiguous, 192, 128).plan_checks()
+    hopper_fp8.with_tile(contiguous, 64, 128).plan_checks()

@@ -28,6 +28,7 @@ NAME = "fp8_gemm"
 HEADER = "dgemm/fp8_gemm.cuh"
 ARCHS = ("sm_90a",)                # wgmma and TMA multicast exist only in the arch target
 BLOCK_K = 128                      # one FP8 scale block along K; fixed by the scaling recipe
+CONTIGUOUS_ALIGNMENT = 128         # rows of each group of the contiguous layout are padded to it
 SMEM_CAPACITY = 232_448            # bytes of dynamic shared memory one sm_90 CTA may use
 PRODUCER_THREADS = 128             # one TMA producer warpgroup
 
@@ -85,6 +86,9 @@ def plan_checks(spec: KernelSpec) -> str:
     # instead of in the compiler. NOTES: 64-row tiles with an odd stage count faulted before
     # kernel v23 (bench/NOTES.md v23); the header now refuses them too.
     check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
+    if spec.gemm_type == "grouped_contiguous" and CONTIGUOUS_ALIGNMENT % spec.block_m:
+        raise ValueError(f"the contiguous layout pads each group to {CONTIGUOUS_ALIGNMENT} rows: a "
+                         f"{spec.block_m}-row tile would span two groups; use block_m 64 or 128")
     if spec.gemm_type == "grouped_masked" and spec.num_tma_multicast > 1 and \
             not spec.multicast_on_a:
         raise ValueError("the masked layout's 2-CTA clusters share A (multicast_on_a=True): a "
