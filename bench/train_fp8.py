@@ -58,6 +58,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import dgemm
 from dgemm import training
 from dgemm.jobs.prewarm import positive_int
 
@@ -274,6 +275,20 @@ def single(args, shape) -> int:
     return 0
 
 
+def warm_expert_rows(tokens: int, dim: int, hidden: int, experts: int) -> None:
+    """Load the experts' kernels for every row total top-1 routing of `tokens` can produce
+    (each expert's rows padded to the contiguous alignment): the total picks the tile, and it
+    changes with the routing, so one batch's does not cover the other ranks' (q16: rank 1
+    compiled 2 kernels after rank 0's warm-up batch). Forward and dgrad of both projections
+    are contiguous GEMMs of (N, K) = (hidden, dim) and (dim, hidden)."""
+    align = dgemm.get_mk_alignment_for_contiguous_layout()
+    lo = dgemm.ceil_div(tokens, align) * align
+    hi = (tokens + experts * (align - 1)) // align * align
+    for n, k in ((hidden, dim), (dim, hidden)):
+        dgemm.warmup("m_grouped_fp8_gemm_nt_contiguous", m=f"{lo}-{hi}:{align}", n=n, k=k,
+                     num_groups=experts)
+
+
 def distributed(args, shape) -> int:
     import torch.distributed as dist
     rank = int(os.environ.get("RANK", "0"))
@@ -293,6 +308,8 @@ def distributed(args, shape) -> int:
         with model.no_sync():
             lm_loss(model, x, labels).backward()
         model.zero_grad(set_to_none=True)
+        if not args.reference_gemms:
+            warm_expert_rows(args.tokens, *shape)
     dist.barrier()
     losses, times, _ = _train(model, args, seed=1 + rank)
     report = {"rank": rank, "world_size": dist.get_world_size(),
