@@ -37,6 +37,7 @@ from dgemm.utils import calc_diff
 from . import autotuning, report, timing
 from . import suite as suites
 from .baselines import cublas_blockwise_checked, deep_gemm_dense, deep_gemm_module, warm_deep_gemm_reporting
+from .compare_tiles import CLUSTERS
 from .inputs import dense_shapes, load_shapes, mn_major, random_dense
 from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, median, paired_ratios, per_call_us)
@@ -68,7 +69,7 @@ def spec_from_config(base, config: str):
 
     tile, _, cluster = config.partition("/")
     block_m, block_n, stages = (int(v) for v in tile.split("x"))
-    multicast, on_a = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}[cluster]
+    multicast, on_a = CLUSTERS[cluster]
     spec = hopper_fp8.with_tile(base, block_m, block_n, multicast, on_a)
     return dataclasses.replace(spec, num_stages=stages)
 

@@ -34,6 +34,7 @@ from . import suite as suites
 from .baselines import (deep_gemm_contiguous, deep_gemm_masked, deep_gemm_module,
                         warm_deep_gemm_reporting)
 from .bench_gemm import diverse, spec_from_config
+from .compare_tiles import parse_tile
 from .inputs import calc_diff_rows, mn_major, random_contiguous, random_dense, random_masked
 from .timing import (CudaFault, add_run_arguments, check_round_times, checked, geomean, gpu_name,
                      interleaved_samples, is_cuda_fault, kernel_time_us, median, paired_ratios)
@@ -143,15 +144,6 @@ def extra_specs(case: suites.GroupedCase, opts: Options) -> dict:
             if tile != spec:
                 extra.setdefault(suites.config_name(tile), tile)
     return {name: s for name, s in extra.items() if suites.config_name(s) not in opts.skip}
-
-
-def sweep_tile(text: str) -> tuple:
-    """'128x192' or '128x192/mc2b' -> (block_m, block_n, multicast, shares A)."""
-    tile, _, cluster = text.partition("/")
-    if cluster not in ("", "mc1", "mc2a", "mc2b"):
-        raise SystemExit(f"bench_grouped: --sweep {text!r}: the cluster is mc1, mc2a or mc2b")
-    block_m, block_n = (int(v) for v in tile.split("x"))
-    return block_m, block_n, 2 if cluster.startswith("mc2") else 1, cluster == "mc2a"
 
 
 def bench_case(case: suites.GroupedCase, opts: Options, deep_gemm) -> dict:
@@ -322,6 +314,10 @@ def main(argv=None) -> int:
                         help="also time the dense kernel on each shape's valid rows")
     add_run_arguments(parser, "case")
     args = parser.parse_args(argv)
+    try:
+        sweep = tuple(parse_tile(t) for t in args.sweep.split(",") if t)
+    except argparse.ArgumentTypeError as err:
+        parser.error(f"--sweep: {err}")
     if not torch.cuda.is_available():
         print("bench_grouped: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -330,7 +326,7 @@ def main(argv=None) -> int:
     opts = Options(rounds=args.rounds or (3 if broad else 5),
                    iters=args.iters or (10 if broad else 20), candidates=args.candidates,
                    picks=json.loads(args.picks.read_text()) if args.picks else {},
-                   tiles=tuple(sweep_tile(t) for t in args.sweep.split(",") if t),
+                   tiles=sweep,
                    dense_same_work=args.dense_same_work, control=args.control,
                    skip=tuple(c for c in args.skip_configs.split(",") if c),
                    autotune=args.autotune)

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import threading
@@ -42,6 +43,15 @@ from .inputs import calc_diff_rows, contiguous_case, mn_major, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
 CLUSTERS = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
+
+
+def parse_tile(text: str) -> tuple:
+    """'128x192/mc2b' -> (128, 192, 2, False): forced_tile's arguments (no stages; /mc1 when
+    no cluster is named). argparse.ArgumentTypeError for anything else."""
+    match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b))?", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b]")
+    return (int(match[1]), int(match[2])) + CLUSTERS[match[3] or "mc1"]
 
 
 def parse_config(text: str, base):

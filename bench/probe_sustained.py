@@ -13,7 +13,8 @@ import argparse
 import torch
 
 from bench.inputs import contiguous_case
-from bench.profile_gemm import contiguous_call, parse_dense_tile
+from bench.compare_tiles import parse_tile
+from bench.profile_gemm import contiguous_call
 from bench.timing import FLUSH_BYTES, median
 
 
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
     flops = 2 * int(case.valid.sum()) * args.n * args.k
     fns = {config: contiguous_call("deep_gemm", None, a, b, d, layout) if config == "deep_gemm"
-           else contiguous_call("dgemm", parse_dense_tile(config), a, b, d, layout)
+           else contiguous_call("dgemm", parse_tile(config), a, b, d, layout)
            for config in args.config}
     for fn in fns.values():
         fn()

@@ -14,25 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 
 import torch
 
 import dgemm
 from bench import bench_wgrad
-from bench.compare_tiles import CLUSTERS
+from bench.compare_tiles import parse_tile
 from bench.baselines import deep_gemm_contiguous
 from bench.inputs import contiguous_case, mn_major, random_dense
 
 WGRAD = (1, 1, 128)
-
-
-def parse_dense_tile(text: str) -> tuple:
-    """'128x192/mc2b' -> (128, 192, 2, False): forced_tile's arguments."""
-    match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b))?", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b]")
-    return (int(match[1]), int(match[2])) + CLUSTERS[match[3] or "mc1"]
 
 
 def _dense(impl: str, tile, m: int, n: int, k: int):
@@ -97,7 +88,7 @@ def main(argv=None) -> int:
     tile = None
     if args.tile:
         try:
-            tile = (parse_dense_tile if dense else bench_wgrad.parse_tile)(args.tile)
+            tile = (parse_tile if dense else bench_wgrad.parse_tile)(args.tile)
         except argparse.ArgumentTypeError as err:
             parser.error(str(err))
     if args.recipe == "contiguous":
