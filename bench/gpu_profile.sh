@@ -5,7 +5,8 @@
 #     bash bench/gpu_profile.sh dense|contiguous|wgrad M N K TILE...
 # (contiguous: NUM_GROUPS groups, default 4, of M rows each).
 # Reports go to $OUT (default /tmp/prof-out); PROFILE_SOURCE=1 adds the per-instruction stall
-# sampling (SourceCounters section).
+# sampling (SourceCounters section) and exports each kernel's SASS with its per-instruction
+# samples and execution counts as ncu_LABEL.sass.csv (the tables of bench/NOTES.md q8, q13).
 set -uo pipefail
 out=${OUT:-/tmp/prof-out}; mkdir -p "$out"
 recipe=$1 m=$2 n=$3 k=$4; shift 4
@@ -27,10 +28,19 @@ profile() {   # $1 label, rest: the profile_gemm arguments
   python3 -m bench.profile_gemm --recipe "$recipe" --groups "${NUM_GROUPS:-4}" \
     --shape "$m" "$n" "$k" --iters 1 "$@" \
     > /dev/null 2>&1  # JIT
+  local name="ncu_${label//\//_}" report=()
+  [ "${PROFILE_SOURCE:-0}" = 1 ] && report=(-o "$out/$name" -f)
   timeout -k 5 150 "$ncu" --clock-control none --kernel-name regex:"$kernels" --launch-skip 1 \
-    --launch-count 1 $sections python3 -m bench.profile_gemm --recipe "$recipe" \
-    --groups "${NUM_GROUPS:-4}" --shape "$m" "$n" "$k" --iters 2 "$@" > "$out/ncu_${label//\//_}.txt" 2>&1
-  echo "== $label rc $?"; grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L2 Hit|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued|Registers Per|Executed Ipc A" "$out/ncu_${label//\//_}.txt" | head -30
+    --launch-count 1 $sections ${report[@]+"${report[@]}"} python3 -m bench.profile_gemm --recipe "$recipe" \
+    --groups "${NUM_GROUPS:-4}" --shape "$m" "$n" "$k" --iters 2 "$@" > "$out/$name.txt" 2>&1
+  echo "== $label rc $?"
+  if [ -f "$out/$name.ncu-rep" ]; then    # the report's pages instead of ncu's live print
+    "$ncu" --import "$out/$name.ncu-rep" --page details > "$out/$name.txt" 2>&1
+    "$ncu" --import "$out/$name.ncu-rep" --page source --print-source sass --csv \
+      > "$out/$name.sass.csv" 2>&1
+    rm -f "$out/$name.ncu-rep"
+  fi
+  grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L2 Hit|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued|Registers Per|Executed Ipc A" "$out/$name.txt" | head -30
 }
 profile deep_gemm --impl deep_gemm
 for tile in "$@"; do
