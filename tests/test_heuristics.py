@@ -180,8 +180,9 @@ def test_a_one_wave_medium_m_shape_takes_the_192_wide_tile():
 
 @pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
-    grown = hopper_fp8.smem_plan(128, block_n, 7168 + 128, 4)
-    assert grown - hopper_fp8.smem_plan(128, block_n, 7168, 4) == 2 * rows * 4
+    # Two K blocks more (the staged tiles after the scales are 16-byte aligned).
+    grown = hopper_fp8.smem_plan(128, block_n, 7168 + 256, 4)
+    assert grown - hopper_fp8.smem_plan(128, block_n, 7168, 4) == 2 * 2 * rows * 4
 
 
 def test_hopper_specs_target_sm_90a_with_the_requested_sm_count():

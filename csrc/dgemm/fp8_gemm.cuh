@@ -55,8 +55,19 @@ __host__ __device__ constexpr bool fp8_gemm_uniform_scale_b(uint32_t block_n) {
 // memory the kernel needs.
 struct Fp8GemmSmem {
     uint32_t a, b, scales_a, full_barriers, empty_barriers, scales_b_full, scales_b_empty,
-             scales_b, total;
+             scales_b, tiles, total;
 };
+
+// A tile of the grouped layouts as the B-scale loader warp stages it for the math warpgroups,
+// beside the tile's B scales (two slots): its coordinates and one bit per row that is a real
+// output row, so that the math warpgroups read no global memory between tiles (group indices,
+// row checks). A slot whose m_block is kNoTile ends the math warpgroups' loop.
+struct alignas(16) StagedTile {
+    static constexpr uint32_t kNoTile = 0xffffffffu;
+    uint32_t m_block, n_block, group, unused;
+    uint32_t row_mask[12];            // bit r % 32 of word r / 32: row r (tiles up to 384 rows)
+};
+static_assert(sizeof(StagedTile) == 64, "fp8_gemm_smem and hopper_fp8.py count 64 bytes");
 
 template <uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K,
           uint32_t kNumStages>
@@ -74,8 +85,10 @@ __host__ __device__ constexpr Fp8GemmSmem fp8_gemm_smem() {
     // Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
     const uint32_t scales_b_per_tile =
         (SHAPE_K / BLOCK_K) * (fp8_gemm_uniform_scale_b(BLOCK_N) ? 1 : 2);
-    return {a, b, scales_a, full, empty, sb_full, sb_empty, scales_b,
-            scales_b + 2 * scales_b_per_tile * 4};
+    // Two staged tiles (one per B-scale slot), 16-byte aligned.
+    const uint32_t tiles = (scales_b + 2 * scales_b_per_tile * 4 + 15) / 16 * 16;
+    return {a, b, scales_a, full, empty, sb_full, sb_empty, scales_b, tiles,
+            tiles + 2 * static_cast<uint32_t>(sizeof(StagedTile))};
 }
 
 // The math warpgroups of a tile: one per 64 rows (three for 192 rows), two for the 64-row
@@ -245,6 +258,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     MBarrier* scales_b_full = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.scales_b_full);
     MBarrier* scales_b_empty = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.scales_b_empty);
     float* smem_scales_b = reinterpret_cast<float*>(smem_buffer + kSmem.scales_b);
+    StagedTile* staged_tiles = reinterpret_cast<StagedTile*>(smem_buffer + kSmem.tiles);
+    static_assert(BLOCK_M <= 32 * 12, "StagedTile holds one bit per row of the tile");
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
@@ -380,10 +395,31 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // B-scale loader: global -> shared one tile ahead, so that no math warpgroup waits
             // on a global load at the start of a tile. NOTES: loaded by the math threads
             // themselves, the round trip cost ~1000..2000 clk of idle tensor cores per tile.
+            // Grouped layouts: it also stages the tile itself (StagedTile), which the math
+            // warpgroups take instead of walking the scheduler, whose grouped layouts read
+            // global memory (group indices, row checks) between two tiles' WGMMAs. NOTES:
+            // +2.2% at contiguous 8 x 4096 rows, 7168x2048 (bench/NOTES.md r1).
+            constexpr bool kStagesTiles = kGemmType != GemmType::Normal;
             uint32_t tile_count = 0;
-            while (scheduler.next(m_block, n_block, group)) {
+            while (true) {
                 const uint32_t slot = tile_count % 2, parity = (tile_count / 2) & 1;
                 ++tile_count;
+                StagedTile* staged = staged_tiles + slot;
+                if (not scheduler.next(m_block, n_block, group)) {
+                    if constexpr (kStagesTiles) {
+                        scales_b_empty[slot].wait(parity ^ 1);
+                        if (lane_idx == 0)
+                            staged->m_block = StagedTile::kNoTile;
+                        scales_b_full[slot].arrive();
+                    }
+                    break;
+                }
+                // One bit per real output row (issued before the slot wait, like the scales).
+                uint32_t row_mask[BLOCK_M / 32];
+                #pragma unroll
+                for (uint32_t j = 0; j < BLOCK_M / 32; ++j)
+                    row_mask[j] = kStagesTiles ? __ballot_sync(
+                        0xffffffff, scheduler.row_valid(m_block, group, j * 32 + lane_idx)) : 0u;
                 const float *sb_lo, *sb_hi;
                 scale_b_rows(n_block, group, sb_lo, sb_hi);
                 float* sfb = smem_scales_b + slot * kNumScalesBPerTile;
@@ -405,8 +441,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                 hi[j] = __ldg(sb_hi + i);
                         }
                     }
-                    if (k0 == 0)
+                    if (k0 == 0) {
                         scales_b_empty[slot].wait(parity ^ 1);
+                        if (kStagesTiles and lane_idx == 0) {
+                            staged->m_block = m_block;
+                            staged->n_block = n_block;
+                            staged->group = group;
+                        }
+                        #pragma unroll
+                        for (uint32_t j = 0; j < BLOCK_M / 32; ++j)
+                            if (kStagesTiles and lane_idx == j)
+                                staged->row_mask[j] = row_mask[j];
+                    }
                     #pragma unroll
                     for (uint32_t j = 0; j < kScalesBPerLane; ++j) {
                         const uint32_t i = k0 + j * 32 + lane_idx;
@@ -478,15 +524,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         uint32_t phase = 0, tile_count = 0;
         uint32_t first_stage = 0;          // stage of the current tile's first K block
 
-        while (scheduler.next(m_block, n_block, group)) {
+        // One tile: `sfb` its B scales, `rows` which of this warpgroup's 64 rows are real
+        // output rows (grouped layouts).
+        auto compute_tile = [&](const float* sfb, uint32_t scales_slot, uint2 rows) {
             const uint32_t n_start = n_block * BLOCK_N;
             const uint32_t split_col = 128 - n_start % 128;   // first column of the second
                                                               // B-scale row (if it straddles)
-            // This tile's B scales, staged by the loader warp.
-            const uint32_t scales_slot = tile_count % 2;
-            float* sfb = smem_scales_b + scales_slot * kNumScalesBPerTile;
-            scales_b_full[scales_slot].wait((tile_count / 2) & 1);
-            ++tile_count;
 
             #pragma unroll
             for (uint32_t i = 0; i < kNumFinalAccum; ++i)
@@ -497,11 +540,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // other warpgroups. Each warp decides alone (same answer, no barrier). NOTES: about
             // one tile in five of the contiguous layout with ~256-row groups (bench/NOTES.md v13).
             bool idle = false;
-            if constexpr (not kSplitK and kGemmType != GemmType::Normal) {
-                const bool any = scheduler.row_valid(m_block, group, wg_row0 + lane_idx) or
-                                 scheduler.row_valid(m_block, group, wg_row0 + 32 + lane_idx);
-                idle = not __any_sync(0xffffffff, any);
-            }
+            if constexpr (not kSplitK and kGemmType != GemmType::Normal)
+                idle = (rows.x | rows.y) == 0;
 
             // Split-K tiles: warpgroup w takes the ring's stages of parity w (whatever K block
             // they hold), so each warpgroup waits on every phase of its own stages and on no
@@ -640,7 +680,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             if (lane_idx == 0)
                 scales_b_empty[scales_slot].arrive();
             if (idle)
-                continue;                  // no row of this warpgroup is written
+                return;                     // no row of this warpgroup is written
 
             if constexpr (kSplitK) {
                 // Warpgroup 1 hands its partial sums to warpgroup 0 through the (free) output
@@ -669,7 +709,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     }
                 }
                 if (math_wg == 1)
-                    continue;              // warpgroup 0 writes the tile
+                    return;                 // warpgroup 0 writes the tile
             }
 
             // ---- Epilogue ---------------------------------------------------------------
@@ -679,15 +719,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             const bool store_leader = math_thread % 128 == 0;
             if (kTMAStore and store_leader)
                 tma_store_wait<true>();                   // last tile's stores read the buffer
-            // The barrier also says whether all 64 rows are real output rows (TMA store).
-            bool whole = false;
-            if constexpr (kTMAStore) {
-                const bool mine = kGemmType == GemmType::Normal or
-                                  scheduler.row_valid(m_block, group, wg_row0 + math_thread % 64);
-                whole = named_barrier_sync_and(barrier_id, 128, mine);
-            } else {
-                named_barrier_sync(barrier_id, 128);
-            }
+            // TMA stores need all 64 rows to be real output rows (the plain GEMM's tensor
+            // bounds clip the M tail).
+            const bool whole = kTMAStore and
+                (kGemmType == GemmType::Normal or (rows.x & rows.y) == 0xffffffffu);
+            named_barrier_sync(barrier_id, 128);
             if (kTMAStore and whole) {
                 // Registers -> 128B-swizzled 64-column chunks (conflict-free: the 8 rows a warp
                 // writes land in 8 different 16-byte units) -> one TMA store per chunk.
@@ -714,7 +750,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                      static_cast<int32_t>(n_start + c * 64), m_row);
                     tma_store_commit();
                 }
-                continue;
+                return;
             }
             // Registers -> padded smem -> coalesced global stores with per-row checks.
             {
@@ -733,14 +769,18 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
 
             const uint32_t tile_row0 = wg_row0;
             const uint64_t d_row0 = scheduler.global_row(m_block, group) + tile_row0;
+            auto row_is_real = [&](uint32_t row) -> bool {       // row < 64 of this warpgroup
+                if constexpr (kGemmType == GemmType::Normal)
+                    return d_row0 + row < shape_m;
+                return ((row < 32 ? rows.x : rows.y) >> (row % 32)) & 1u;
+            };
             if constexpr (SHAPE_N % 8 == 0) {
                 // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
                 constexpr uint32_t kVecsPerRow = BLOCK_N / 8;
                 #pragma unroll 4
                 for (uint32_t v = math_thread % 128; v < WGMMA_M * kVecsPerRow; v += 128) {
                     const uint32_t row = v / kVecsPerRow, col = (v % kVecsPerRow) * 8;
-                    if (n_start + col >= SHAPE_N or
-                        not scheduler.row_valid(m_block, group, tile_row0 + row))
+                    if (n_start + col >= SHAPE_N or not row_is_real(row))
                         continue;
                     const uint4 value =
                         *reinterpret_cast<const uint4*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
@@ -750,12 +790,45 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 #pragma unroll 4
                 for (uint32_t e = math_thread % 128; e < WGMMA_M * BLOCK_N; e += 128) {
                     const uint32_t row = e / BLOCK_N, col = e % BLOCK_N;
-                    if (n_start + col >= SHAPE_N or
-                        not scheduler.row_valid(m_block, group, tile_row0 + row))
+                    if (n_start + col >= SHAPE_N or not row_is_real(row))
                         continue;
                     d[(d_row0 + row) * SHAPE_N + n_start + col] =
                         *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
                 }
+            }
+        };
+        // The plain GEMM walks the scheduler itself (arithmetic only); the grouped layouts
+        // take the tile the loader warp staged beside its B scales. NOTES: the two loops'
+        // shapes are the ones with which the compiler keeps the K loop's stage addresses in
+        // uniform registers (a `while (true)` loop cost the dense 128x256 tile 3.7%, the
+        // `while (next)` loop kept them out of uniform registers on the grouped layouts;
+        // bench/NOTES.md r1).
+        if constexpr (kGemmType == GemmType::Normal) {
+            while (scheduler.next(m_block, n_block, group)) {
+                const uint32_t scales_slot = tile_count % 2;
+                scales_b_full[scales_slot].wait((tile_count / 2) & 1);
+                ++tile_count;
+                compute_tile(smem_scales_b + scales_slot * kNumScalesBPerTile, scales_slot,
+                             uint2{0xffffffffu, 0xffffffffu});
+            }
+        } else {
+            while (true) {
+                const uint32_t scales_slot = tile_count % 2;
+                scales_b_full[scales_slot].wait((tile_count / 2) & 1);
+                const StagedTile* staged = staged_tiles + scales_slot;
+                const uint4 head = *reinterpret_cast<const uint4*>(staged);
+                if (__all_sync(0xffffffff, head.x == StagedTile::kNoTile))
+                    break;
+                const uint2 rows = *reinterpret_cast<const uint2*>(
+                    staged->row_mask + wg_row0 / 32);
+                // Shuffled from lane 0: values the compiler knows are warp-uniform.
+                m_block = __shfl_sync(0xffffffff, head.x, 0);
+                n_block = __shfl_sync(0xffffffff, head.y, 0);
+                group = __shfl_sync(0xffffffff, head.z, 0);
+                ++tile_count;
+                compute_tile(smem_scales_b + scales_slot * kNumScalesBPerTile, scales_slot,
+                             uint2{__shfl_sync(0xffffffff, rows.x, 0),
+                                   __shfl_sync(0xffffffff, rows.y, 0)});
             }
         }
     }

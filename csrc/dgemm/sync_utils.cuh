@@ -97,19 +97,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(num_threads) : "memory");
 }
 
-// bar.sync that also returns whether `pred` held in every participating thread.
-__device__ __forceinline__ bool named_barrier_sync_and(uint32_t id, uint32_t num_threads,
-                                                       bool pred) {
-    uint32_t all;
-    asm volatile("{ .reg .pred p, q;\n"
-                 "setp.ne.u32 p, %1, 0;\n"
-                 "bar.red.and.pred q, %2, %3, p;\n"
-                 "selp.u32 %0, 1, 0, q; }"
-                 : "=r"(all) : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(num_threads)
-                 : "memory");
-    return all != 0;
-}
-
 // Arrive on named barrier `id` without waiting (the other `num_threads` minus ours wait).
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t num_threads) {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(num_threads) : "memory");

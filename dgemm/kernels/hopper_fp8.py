@@ -18,7 +18,7 @@ import sys
 import torch
 
 from ..jit import state
-from ..utils import ceil_div, is_mn_major_tma_aligned
+from ..utils import align, ceil_div, is_mn_major_tma_aligned
 from ..jit.args import ArgLayout, TmaDescriptor
 from . import plans
 from .loader import current_stream, get_kernel
@@ -31,6 +31,7 @@ BLOCK_K = 128                      # one FP8 scale block along K; fixed by the s
 CONTIGUOUS_ALIGNMENT = 128         # rows of each group of the contiguous layout are padded to it
 SMEM_CAPACITY = 232_448            # bytes of dynamic shared memory one sm_90 CTA may use
 PRODUCER_THREADS = 128             # one TMA producer warpgroup
+STAGED_TILE_BYTES = 64             # one tile as the loader warp stages it (StagedTile)
 
 
 # ------------------------------------------------------------------------------------------
@@ -56,7 +57,9 @@ def smem_plan(block_m: int, block_n: int, k: int, num_stages: int) -> int:
     barriers = num_stages * 2 * 8 + 4 * 8               # + B-scale slots' full/empty
     # Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
     scales_b = 2 * ceil_div(k, BLOCK_K) * (1 if BLOCK_K % block_n == 0 else 2) * 4
-    return smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
+    end = smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
+    # Two staged tiles (StagedTile, 64 bytes each), 16-byte aligned.
+    return align(end, 16) + 2 * STAGED_TILE_BYTES
 
 
 def smem_bytes(spec: KernelSpec) -> int:
