@@ -64,7 +64,8 @@ struct Fp8GemmSmem {
 // row checks). A slot whose m_block is kNoTile ends the math warpgroups' loop.
 struct alignas(16) StagedTile {
     static constexpr uint32_t kNoTile = 0xffffffffu;
-    uint32_t m_block, n_block, group, unused;
+    uint32_t m_block, n_block, group;
+    uint32_t shares_operand;          // Scheduler::shares_operand (contiguous pairs)
     uint32_t row_mask[12];            // bit r % 32 of word r / 32: row r (tiles up to 384 rows)
 };
 static_assert(sizeof(StagedTile) == 64, "fp8_gemm_smem and hopper_fp8.py count 64 bytes");
@@ -317,6 +318,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
                                kNumTMAMulticast, kIsTMAMulticastOnA>(shape_m, grouped_layout);
     uint32_t m_block, n_block, group;
+    // Grouped layouts: the B-scale loader warp stages each tile (StagedTile) for the producer
+    // and the math warpgroups, whose scheduler would read global memory between two tiles.
+    constexpr bool kStagesTiles = kGemmType != GemmType::Normal;
 
     if (threadIdx.x < 128) {
         // ==== TMA producer warpgroup =====================================================
@@ -332,7 +336,25 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
                 shape_m, BLOCK_M);
             const uint32_t last_m_block = (shape_m - 1) / BLOCK_M;
-            while (scheduler.next(m_block, n_block, group)) {
+            // The next tile: the scheduler's (plain GEMM), or the staged one. NOTES: reading
+            // the group indices itself, the producer left a ~1 us gap in a 3-stage ring at
+            // every tile (bench/NOTES.md r2).
+            uint32_t tile_count = 0;
+            bool shares_operand = true;
+            auto next_tile = [&]() -> bool {
+                if constexpr (not kStagesTiles) {
+                    return scheduler.next(m_block, n_block, group);
+                } else {
+                    const uint32_t slot = tile_count % 2;
+                    scales_b_full[slot].wait((tile_count / 2) & 1);
+                    ++tile_count;
+                    const uint4 head = *reinterpret_cast<const uint4*>(staged_tiles + slot);
+                    m_block = head.x, n_block = head.y, group = head.z;
+                    shares_operand = head.w != 0;
+                    return m_block != StagedTile::kNoTile;
+                }
+            };
+            while (next_tile()) {
                 // The last m-block loads only its real rows of A (see fp8_gemm_a_tail_rows);
                 // the bytes each of its stages receives follow.
                 const bool tail = tail_rows != BLOCK_M and m_block == last_m_block;
@@ -362,7 +384,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         if (kNumTMAMulticast == 1 or not shared) {
                             tma_load_2d(desc, full, dst, k, row);
                         } else if (kGemmType == GemmType::GroupedContiguous and
-                                   not scheduler.shares_operand) {
+                                   not shares_operand) {
                             #pragma unroll
                             for (uint32_t r = 0; r < kNumTMAMulticast; ++r)
                                 tma_load_2d(desc, full, dst + r * slice_rows * BLOCK_K, k,
@@ -395,11 +417,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // B-scale loader: global -> shared one tile ahead, so that no math warpgroup waits
             // on a global load at the start of a tile. NOTES: loaded by the math threads
             // themselves, the round trip cost ~1000..2000 clk of idle tensor cores per tile.
-            // Grouped layouts: it also stages the tile itself (StagedTile), which the math
-            // warpgroups take instead of walking the scheduler, whose grouped layouts read
-            // global memory (group indices, row checks) between two tiles' WGMMAs. NOTES:
-            // +2.2% at contiguous 8 x 4096 rows, 7168x2048 (bench/NOTES.md r1).
-            constexpr bool kStagesTiles = kGemmType != GemmType::Normal;
+            // Grouped layouts: it also stages the tile itself (StagedTile), which the producer
+            // and the math warpgroups take instead of walking the scheduler. NOTES: the math
+            // warpgroups' reads of group indices and row checks between two tiles' WGMMAs cost
+            // 2..4% (contiguous, bench/NOTES.md r1).
             uint32_t tile_count = 0;
             while (true) {
                 const uint32_t slot = tile_count % 2, parity = (tile_count / 2) & 1;
@@ -447,6 +468,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                             staged->m_block = m_block;
                             staged->n_block = n_block;
                             staged->group = group;
+                            staged->shares_operand = scheduler.shares_operand;
                         }
                         #pragma unroll
                         for (uint32_t j = 0; j < BLOCK_M / 32; ++j)
