@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 14, call r5 (H200): session 13's r5 again on kernels r1 + r2 (staged tiles): where the warps stall, ours against
+# Session 14, call r5 (H200): session 13's q8 again on kernels r1 + r2 (staged tiles): where the warps stall, ours against
 # DeepGEMM's: contiguous 4 x 8192 rows, 4096x7168, 128x192 in 2-CTA clusters sharing B (DeepGEMM's
 # own choice there) and our pick 128x256 sharing B. Nsight Compute reports with per-instruction stall sampling, exported as the
 # SASS source page (CSV) of each.
