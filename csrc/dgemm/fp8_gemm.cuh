@@ -546,9 +546,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         uint32_t phase = 0, tile_count = 0;
         uint32_t first_stage = 0;          // stage of the current tile's first K block
 
-        // One tile: `sfb` its B scales, `rows` which of this warpgroup's 64 rows are real
-        // output rows (grouped layouts).
-        auto compute_tile = [&](const float* sfb, uint32_t scales_slot, uint2 rows) {
+        // One tile: its B scales in slot `scales_slot`, `rows` which of this warpgroup's 64
+        // rows are real output rows (grouped layouts).
+        auto compute_tile = [&](uint32_t scales_slot, uint2 rows) {
+            const float* sfb = smem_scales_b + scales_slot * kNumScalesBPerTile;
             const uint32_t n_start = n_block * BLOCK_N;
             const uint32_t split_col = 128 - n_start % 128;   // first column of the second
                                                               // B-scale row (if it straddles)
@@ -830,8 +831,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const uint32_t scales_slot = tile_count % 2;
                 scales_b_full[scales_slot].wait((tile_count / 2) & 1);
                 ++tile_count;
-                compute_tile(smem_scales_b + scales_slot * kNumScalesBPerTile, scales_slot,
-                             uint2{0xffffffffu, 0xffffffffu});
+                compute_tile(scales_slot, uint2{0xffffffffu, 0xffffffffu});
             }
         } else {
             while (true) {
@@ -848,9 +848,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 n_block = __shfl_sync(0xffffffff, head.y, 0);
                 group = __shfl_sync(0xffffffff, head.z, 0);
                 ++tile_count;
-                compute_tile(smem_scales_b + scales_slot * kNumScalesBPerTile, scales_slot,
-                             uint2{__shfl_sync(0xffffffff, rows.x, 0),
-                                   __shfl_sync(0xffffffff, rows.y, 0)});
+                compute_tile(scales_slot, uint2{__shfl_sync(0xffffffff, rows.x, 0),
+                                                __shfl_sync(0xffffffff, rows.y, 0)});
             }
         }
     }
