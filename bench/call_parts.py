@@ -6,9 +6,10 @@ Each line is the time of one part alone, issued ISSUE_CALLS times from an idle G
 divided (bench_call's "issue" method), best of several repeats: the whole call with d given
 and with d=None; the key with its memo lookup (a key never seen: what every call pays before
 its guard), the tensor guard (`dgemm.guards`) alone, the d=None allocation, the fast path's
-run (checks + launch), the launch plan's run alone (one ctypes cuLaunchKernelEx), the same
-launch through cuLaunchKernel and with the GIL held, and the torch queries the fast path
-makes. What the parts do not add up to is Python's call overhead between them.
+run (checks + launch), the whole memoised path in Python (`gemm._cached`) and in C
+(`dgemm/native`, when it loads), the launch plan's run alone (one ctypes cuLaunchKernelEx),
+the same launch with the GIL held, and the torch queries the fast path makes. What the parts
+do not add up to is Python's call overhead between them.
 
 `--cpu-stub`: no GPU: CPU tensors and the recording stand-in for libcuda
 (bench/stub_launch.py), so the parts are dgemm's Python path alone (the launch is a Python
@@ -25,7 +26,7 @@ import time
 import torch
 
 import dgemm
-from dgemm import gemm
+from dgemm import gemm, native
 from dgemm.jit import launcher
 
 from .bench_call import ISSUE_CALLS
@@ -66,27 +67,25 @@ def parts(n: int, k: int, device: str) -> list:
         ("tensor guard (5 tensors)", lambda: fast.matches(*tensors)),
         ("d=None allocation", lambda: torch.empty_like(fast_none.d_like)),
         ("fast path run (checks + launch)", lambda: fast.run(a[0], a[1], b[0], b[1], d, None)),
+        ("Python memo + guard + run (gemm._cached)",
+         lambda: gemm._cached("fp8_gemm_nt", a, b, d, None, None)),
     ]
+    hot = native.hot_path()
+    if hot is not None:
+        common.append(("C memo + guard + run (dgemm/native)",
+                       lambda: hot("fp8_gemm_nt", a, b, d, None, None)))
     if device == "cpu":
         return common + [("plan run (stand-in driver)", lambda: plan.run(pointers, 0)),
                          ("data_ptr", a0.data_ptr), ("empty lambda", lambda: None)]
     index = torch.cuda.current_device()
     stream = torch._C._cuda_getCurrentRawStream(index)
     lib = launcher.driver()
-    grid, block = plan.grid, plan.block
-
-    def classic_launch():          # the same kernel and parameters through cuLaunchKernel
-        lib.cuLaunchKernel(plan.function, *grid, *block, plan.smem_bytes, stream, plan.address,
-                           None)
-
     # The same entry point without ctypes' GIL release around it (a PyDLL handle).
     unlocked = ctypes.PyDLL("libcuda.so.1").cuLaunchKernelEx
     unlocked.argtypes, unlocked.restype = lib.cuLaunchKernelEx.argtypes, ctypes.c_int
     plan.bind_stream(stream)
-    extra = [("cuLaunchKernel (no cluster attribute)", classic_launch)] if (
-        plan.cluster_dim == 1) else []
-    extra.append(("cuLaunchKernelEx, GIL held (PyDLL)",
-                  lambda: unlocked(plan.config_address, plan.function, plan.address, None)))
+    extra = [("cuLaunchKernelEx, GIL held (PyDLL)",
+              lambda: unlocked(plan.config_address, plan.function, plan.address, None))]
     return extra + common + [
         ("plan run (cuLaunchKernelEx)", lambda: plan.run(pointers, stream)),
         ("current device", torch._C._cuda_getDevice),

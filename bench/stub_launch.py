@@ -10,8 +10,10 @@ path on CPU (`python -m bench.bench_call --cpu-stub`) and for testing what reach
 Stand-ins: CPU tensors are accepted as the device (`gemm._DEVICE_TYPE`), device "index None"
 is an sm_90a GPU with 132 SMs, kernels are `StubKernel`s (no compile, no load), TMA descriptors
 are encoded by `encode_descriptor` into a readable layout (`decode_descriptor`), and libcuda's
-three launch-path entry points record what they get. What is not measured: the foreign calls
-themselves (~0.3 us each into the real libcuda) and the driver's own launch work.
+three launch-path entry points record what they get. With `record=False` (timing) the launch
+and the descriptor re-pointing are C functions that only count (`CountingDriver`), reached
+through ctypes or by address as libcuda's are. What is not measured: the driver's own launch
+work (~3..4 us on an H200 host).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import List, Optional
 
 import torch
 
-from dgemm import gemm, utils
+from dgemm import gemm, native, utils
 from dgemm.jit import launcher, runtime
 from dgemm.jit.args import TmaDescriptor
 from dgemm.kernels import loader
@@ -142,6 +144,20 @@ class RecordingDriver:
         return 0
 
 
+class CountingDriver(RecordingDriver):
+    """For timing: libcuda's two per-call entry points are C functions that only count
+    (`dgemm.native`'s `null_driver`), reached the way libcuda's are: through ctypes from the
+    Python path, by address from the C hot path, so neither pays a Python callback. Other
+    entry points record nothing, as `RecordingDriver(record=False)`."""
+
+    def __init__(self, types_for):
+        super().__init__(types_for, record=False)
+        module = native.module_for_stubs()
+        launch, replace = module.null_driver()
+        self.cuLaunchKernelEx = launcher._LAUNCH_EX(launch)
+        self.cuTensorMapReplaceAddress = launcher._REPLACE_ADDRESS(replace)
+
+
 @contextlib.contextmanager
 def stubbed_launch(record: bool = True, device_type: str = "cpu"):
     """Within the block dgemm's GEMMs take CPU tensors and launch into a `RecordingDriver`."""
@@ -160,6 +176,11 @@ def stubbed_launch(record: bool = True, device_type: str = "cpu"):
         raise KeyError(handle)
 
     driver = RecordingDriver(types_for, record)
+    if not record:
+        try:
+            driver = CountingDriver(types_for)
+        except (OSError, ImportError) as exc:      # no C compiler: Python no-ops
+            print(f"stub_launch: no C stand-in driver ({exc}); timing Python no-ops")
     saved = (gemm._DEVICE_TYPE, loader.get_kernel, runtime.make_tma_desc, loader._raw_stream,
              launcher._driver, torch.cuda.is_current_stream_capturing)
     torch.cuda.is_current_stream_capturing = lambda: False

@@ -33,7 +33,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import guards, heuristics, kernels, ops, utils
+from . import guards, heuristics, kernels, native, ops, utils
 from .jit import env, launcher, state
 from .jit.errors import KernelNotWarmError
 from .kernels import hopper_fp8, loader, plans, portable_fp8
@@ -300,13 +300,14 @@ _PAIR_TYPES = (tuple, list)
 def _cached(kind: str, a, b, t1, t2, extra) -> tuple:
     """(key, out) for a call: `t1`, `t2` are its other tensors (d, the layout; None where
     absent), `extra` its host-side ints. `key` is its memo key, or None where it may not be
-    memoised (the containers are not pairs, an argument is no tensor, or tracing or a mode is
-    active: see `_direct`). `out` is what the call returns (`t1`, or the new d when `t1` is
+    memoised (the containers are not pairs, an argument is no tensor, or a mode is active: see
+    `_direct`; callers skip it while torch.compile traces, so that the tracer never meets the
+    C `_hot` that replaces it). `out` is what the call returns (`t1`, or the new d when `t1` is
     None) when its key was seen and its tensors pass one of the key's guards, and then it has
     been launched; else None: nothing launched, the full path decides. One function, flat:
     this is most of a cached call's host time."""
-    if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or _is_compiling()
-            or _dispatch_modes() or _function_mode() or _functorch()):
+    if (type(a) not in _PAIR_TYPES or type(b) not in _PAIR_TYPES or _dispatch_modes()
+            or _function_mode() or _functorch()):
         return None, None
     # Not a pair, no tensor, an unhashable expected_m: the full path raises the precise error.
     try:
@@ -330,6 +331,18 @@ def _cached(kind: str, a, b, t1, t2, extra) -> tuple:
     return key, None
 
 
+_hot = _cached          # the C `cached_call` once a call was memoised and it loads (`_bind_hot`)
+_hot_bound = False
+
+
+def _bind_hot() -> None:
+    """Route cached calls through the C hot path (dgemm/native) when it builds and loads; the
+    first memoised call tries, once per process."""
+    global _hot, _hot_bound
+    _hot_bound = True
+    _hot = native.hot_path() or _cached
+
+
 def _stored_key(key: tuple) -> tuple:
     """`_cached`'s key as `_fast_calls` keeps it: A's and B's shapes (its items 2 and 3) as
     plain tuples, equal to and hashed like the torch.Size a lookup brings, because a
@@ -350,7 +363,7 @@ class _FastCall:
     (`matches`), for d=None a template of d (`d_like`) and, for a family that needs it, the
     MN-major layout A's scales are copied to (None: the kernel reads them as they come, or
     they already have it)."""
-    __slots__ = ("plan", "device", "index", "d_like", "sa_layout", "sa_mask", "matches")
+    __slots__ = ("plan", "device", "index", "d_like", "sa_layout", "sa_mask", "matches", "native")
 
     def __init__(self, plan, device, d_shape, a_scales, tensors):
         self.plan = plan
@@ -365,6 +378,9 @@ class _FastCall:
         self.sa_layout = None
         if a_scales is not None and not utils.is_mn_major_tma_aligned(a_scales):
             self.sa_layout = utils.mn_major_tma_aligned_layout(a_scales)
+        # What the C hot path runs `run` from; None: it calls `run` (the scales' copy).
+        self.native = (None if self.sa_layout is not None else
+                       (self.matches, self.index, self.d_like, self.sa_mask, plan))
 
     def run(self, a, sa, b, sb, d, layout) -> bool:
         """Launch; False (nothing launched) when a pointer the kernel loads through TMA is
@@ -427,6 +443,8 @@ def _remember(key, launched, device, d_shape, tensors: tuple) -> None:
         _fast_calls.clear()
     fast = _FastCall(plan, device, d_shape, a_scales if copies else None, tensors)
     _fast_calls[_stored_key(key)] = (fast,) + known[:_MAX_PER_KEY - 1]
+    if not _hot_bound:
+        _bind_hot()
 
 
 # --- public GEMMs -------------------------------------------------------------------------------
@@ -461,7 +479,7 @@ def fp8_gemm_nt(a: Tuple[torch.Tensor, torch.Tensor], b: Tuple[torch.Tensor, tor
     """
     if recipe is not None or c is not None:
         return _with_recipe(a, b, d, c, recipe)
-    key, out = _cached("fp8_gemm_nt", a, b, d, None, None)
+    key, out = (None, None) if _is_compiling() else _hot("fp8_gemm_nt", a, b, d, None, None)
     if out is not None:
         return out
     a_data, a_scales, b_data, b_scales, device, direct = _checked_dense(a, b, d)
@@ -597,7 +615,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_contiguous`.)
     """
-    key, out = _cached("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, None)
+    key, out = (None, None) if _is_compiling() else _hot(
+        "m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, None)
     if out is not None:
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_contiguous_layout(
@@ -682,8 +701,8 @@ def m_grouped_fp8_gemm_nt_masked(a: Tuple[torch.Tensor, torch.Tensor],
     Returns:
         `d`. (The operator: `torch.ops.dgemm.m_grouped_fp8_gemm_nt_masked`.)
     """
-    key, out = _cached("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m,
-                       (type(expected_m), expected_m))
+    key, out = (None, None) if _is_compiling() else _hot(
+        "m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m, (type(expected_m), expected_m))
     if out is not None:
         return d
     a_data, a_scales, b_data, b_scales, num_groups, direct = _checked_masked(

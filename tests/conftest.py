@@ -26,8 +26,17 @@ def _inherited_dgemm_variables() -> list:
     return [name for name in os.environ if name.startswith("DGEMM_")]
 
 
+@pytest.fixture(scope="session")
+def native_dir(tmp_path_factory) -> Path:
+    """Where this session (and its subprocesses) build dgemm's C hot path once: not the
+    user's ~/.cache/dgemm-native."""
+    path = tmp_path_factory.mktemp("dgemm-native")
+    path.chmod(0o700)
+    return path
+
+
 @pytest.fixture(autouse=True)
-def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
+def fresh_dgemm_cache(tmp_path, monkeypatch, native_dir) -> Path:
     """An empty cache dir for this test; no inherited DGEMM_* settings; and no process state
     (stats, memory tier, disk or remote tier, circuit breaker) left over from an earlier test:
     one `dgemm.jit.state.reset()`."""
@@ -36,6 +45,7 @@ def fresh_dgemm_cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv("DG_JIT_CACHE_DIR", raising=False)     # DeepGEMM's; read when unset
     cache_dir = tmp_path / "dgemm-cache"
     monkeypatch.setenv("DGEMM_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("DGEMM_NATIVE_DIR", str(native_dir))
     # A stuck lock must fail a test, not hang the suite.
     monkeypatch.setenv("DGEMM_LOCK_TIMEOUT", "60")
     _reset_jit_state()

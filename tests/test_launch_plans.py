@@ -9,15 +9,24 @@ import torch
 
 import dgemm
 from bench.stub_launch import fp8_inputs, stubbed_launch
-from dgemm import gemm, utils
+from dgemm import gemm, native, utils
 from dgemm.jit import launcher
 from dgemm.kernels import hopper_fp8, plans
 
 M, N, K = 64, 256, 512
 
 
-@pytest.fixture
-def driver():
+@pytest.fixture(params=["c", "python"])
+def driver(request, monkeypatch):
+    """The recording stand-in driver; each test runs with the C hot path (dgemm/native) and
+    with the Python one it replaces."""
+    if request.param == "c":
+        hot = native.hot_path()
+        assert hot is not None, native.status()
+    else:
+        hot = gemm._cached
+    monkeypatch.setattr(gemm, "_hot", hot)
+    monkeypatch.setattr(gemm, "_hot_bound", True)
     with stubbed_launch() as recording:
         yield recording
 

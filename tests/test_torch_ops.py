@@ -21,7 +21,18 @@ from compile_helpers import GraphRecorder  # tests/compile_helpers.py
 FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
 
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+pytestmark = pytest.mark.usefixtures("fresh_dynamo", "hot_path")
+
+
+@pytest.fixture(params=["c", "python"])
+def hot_path(request, monkeypatch):
+    """Each test runs with cached calls bound to the C hot path (as after any memoised call
+    in a process) and to the Python one: the tracer must meet neither."""
+    from dgemm import gemm, native
+    hot = native.hot_path() if request.param == "c" else gemm._cached
+    assert hot is not None, native.status()
+    monkeypatch.setattr(gemm, "_hot", hot)
+    monkeypatch.setattr(gemm, "_hot_bound", True)
 
 
 def _empty(shape, dtype=torch.float32, device="cuda"):

@@ -258,6 +258,15 @@ _COMPILER, _CSRC, _DEBUG = (n.encode() if _ENVIRON_BYTES is not None else n
 
 _FORCE, _TUNE = (n.encode() if _ENVIRON_BYTES is not None else n
                  for n in ("DGEMM_FORCE_PORTABLE", "DGEMM_AUTOTUNE"))
+LAUNCH_KEYS = (_FORCE, _TUNE, _COMPILER, _CSRC, _DEBUG)     # launch_settings' order
+
+
+def launch_environ():
+    """The dict `launch_settings` reads (POSIX: the environment's dict of bytes, which
+    os.environ updates), or None where there is none (then only `launch_settings` reads it)."""
+    return _ENVIRON_BYTES
+
+
 # Bound once (~50 ns a call less than looking it up): the environment's dict (os.environ
 # where there is none) is the same object for the life of the process.
 _launch_get = (_ENVIRON_BYTES if _ENVIRON_BYTES is not None else os.environ).get
@@ -357,7 +366,7 @@ KNOWN_VARIABLES = (
     "DGEMM_CACHE_DIR", "DGEMM_CACHE_SECRET", "DGEMM_CACHE_SECRET_FILE", "DGEMM_LOCK_TIMEOUT",
     "DGEMM_JIT_COMPILER", "DGEMM_JIT_DEBUG", "DGEMM_NVCC", "DGEMM_CSRC_DIR", "DGEMM_DISABLE_JIT",
     "DGEMM_FORCE_PORTABLE", "DGEMM_AUTOTUNE", "DGEMM_AUTOTUNE_TOP_K", "DGEMM_AUTOTUNE_WAIT",
-    "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE",
+    "DGEMM_NATIVE", "DGEMM_NATIVE_DIR", "DGEMM_REMOTE_CACHE", "DGEMM_REMOTE_NAMESPACE",
     "DGEMM_REMOTE_TIMEOUT", "DGEMM_REMOTE_COOLDOWN", "DGEMM_REMOTE_LEASE_TTL",
     "DGEMM_REMOTE_WAIT", "DGEMM_REMOTE_TTL", "DGEMM_REMOTE_FAIL_TTL",
     "DGEMM_TEST_PAUSE", "DGEMM_TEST_PAUSE_MARKER",
@@ -377,6 +386,7 @@ def validate() -> Settings:
     remote_namespace()
     remote_settings()
     get_bool("DGEMM_FORCE_PORTABLE")
+    get_bool("DGEMM_NATIVE", True)
     autotune(), autotune_top_k(), autotune_wait()
     _test_pause()
     override = csrc_dir_override()

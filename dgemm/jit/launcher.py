@@ -186,7 +186,7 @@ class LaunchPlan:
     for each of thousands of new M paid for every one of them in each full collection
     (bench/NOTES.md, "w2"). `patches` hold (tensor index, kind, byte offset) then."""
     __slots__ = ("function", "grid", "cluster_dim", "storage", "shift", "base",
-                 "config_address", "address", "patches", "pointers", "what")
+                 "config_address", "address", "patches", "pointers", "what", "native")
 
     def __init__(self, function: int, grid: Tuple[int, int, int], num_threads: int,
                  smem_bytes: int, cluster_dim: int, params: Sequence, patches: Sequence,
@@ -227,6 +227,10 @@ class LaunchPlan:
         self.patches = tuple((source, kind, param_offsets[index])
                              for source, kind, index in patches)
         self.pointers = tuple(pointers)        # what the parameters hold now
+        # What the C hot path reads: addresses of the config and the void** array, the
+        # kernel, the parameters' base and the patches (absolute offsets from it).
+        self.native = (self.config_address, self.function, self.address, self.base,
+                       self.patches)
 
     def _write(self, offset: int, data: bytes) -> None:
         start = self.shift + offset
@@ -237,15 +241,15 @@ class LaunchPlan:
         _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)
 
     def run(self, pointers: tuple, stream: int) -> None:
-        """Launch on `stream` with the tensors at `pointers` (same order as at build)."""
+        """Launch on `stream` with the tensors at `pointers` (same order as at build). The C
+        hot path (dgemm/native/hot_path.c) does the same from `native`."""
         lib = _driver or driver()
         if pointers != self.pointers:
             self._patch(lib, pointers)
         _pack_pointer(self.storage, self.shift + _STREAM_OFFSET, stream)   # bind_stream, inlined
         err = lib.cuLaunchKernelEx(self.config_address, self.function, self.address, None)
         if err:
-            _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
-                                            f"{self.cluster_dim}")
+            self._launch_failed(err)
 
     def _patch(self, lib, pointers: tuple) -> None:
         # Only the parameters of tensors that moved (typically d or A alone: one TMA map
@@ -261,14 +265,38 @@ class LaunchPlan:
             else:
                 err = lib.cuTensorMapReplaceAddress(self.base + offset, pointers[index])
                 if err:
-                    _fail("cuTensorMapReplaceAddress", err,
-                          f"{self.what} (address {pointers[index]:#x})")
+                    self._replace_failed(err, pointers[index])
         self.pointers = pointers
+
+    def _launch_failed(self, err: int) -> None:
+        _fail("cuLaunchKernelEx", err, f"{self.what} with grid {self.grid}, cluster "
+                                       f"{self.cluster_dim}")
+
+    def _replace_failed(self, err: int, pointer: int) -> None:
+        _fail("cuTensorMapReplaceAddress", err, f"{self.what} (address {pointer:#x})")
 
 
 _CONFIG_BYTES = -(-ctypes.sizeof(LaunchConfig) // 64) * 64
 _ATTRIBUTE_BYTES = -(-ctypes.sizeof(LaunchAttribute) // 64) * 64
-_STREAM_OFFSET = LaunchConfig.stream.offset
+_STREAM_OFFSET = STREAM_OFFSET = LaunchConfig.stream.offset
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p)
+_REPLACE_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def entry_points(lib) -> tuple:
+    """(cuLaunchKernelEx, cuTensorMapReplaceAddress, what keeps them valid) of a driver, the
+    first two as C function addresses for the C hot path: libcuda's own symbols, or for a
+    stand-in whose entry points are Python callables, ctypes callbacks into them."""
+    functions = []
+    for name, prototype in (("cuLaunchKernelEx", _LAUNCH_EX),
+                            ("cuTensorMapReplaceAddress", _REPLACE_ADDRESS)):
+        fn = getattr(lib, name)
+        if not isinstance(fn, ctypes._CFuncPtr):
+            fn = prototype(fn)
+        functions.append(fn)
+    addresses = [ctypes.cast(fn, ctypes.c_void_p).value for fn in functions]
+    return addresses[0], addresses[1], tuple(functions)
 _pack_pointer = struct.Struct("<Q").pack_into       # (buffer, offset, value)
 
 
