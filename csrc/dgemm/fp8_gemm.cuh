@@ -227,6 +227,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // warpgroup's issue chain (ncu, bench/NOTES.md v9). A tile that does not start at stage 0
     // enters its first lap part-way and leaves its last lap early (one guarded copy of the lap).
     constexpr bool kRingRotates = kNumKBlocks % kNumStages != 0;
+    // The TMA producer walks the ring in unrolled laps (compile-time stage: ~33 instructions
+    // per K block against ~46 one K block at a time) only for small tiles, whose math per K
+    // block is short enough for the producer to set the pace. NOTES (s5, same rounds as
+    // DeepGEMM): laps 64x2112x7168 (64x16) 1.049 -> 1.067, 128x2112x7168 (64x32) 1.044 ->
+    // 1.064, where one K block at a time lost (0.961, 1.000); on 128x32 and larger tiles one K
+    // block at a time was as fast or faster (contiguous 4 x 8192 rows 0.991 vs 0.953, 128x4096x7168
+    // 0.942 vs 0.914): the unrolled laps add ~200..900 instructions of code.
+    constexpr bool kProducerLaps = BLOCK_M * BLOCK_N < 64 * 64;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
     // B scales each loader lane holds in registers per chunk (one global round trip per chunk
     // of 32 * kScalesBPerLane K blocks; the producer warpgroup has 40 registers).
@@ -330,7 +338,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // per-TMA ELECT loops. NOTES: the `lane == 0` producer issued one K block per ~340 clk
         // and was the bound of the small-M shapes (64x2112x7168: 12.9 -> 9.2 us with this and
         // the intrinsic smem_addr, bench/NOTES.md v21).
-        if (warp_idx == 0 and elect_one_sync()) {
+        // The whole warp walks the tiles and the ring (its waits included) and a lane elected
+        // per K block issues the arrive and the loads: the loop state and the tile's values
+        // are warp-uniform and stay in uniform registers. NOTES (s5): elected once for the
+        // whole loop, they sat in vector registers, ~9 R2UR per K block (49..55 instructions
+        // per K block against DeepGEMM's ~29), and the producer set the pace of the 64-row
+        // split-K tiles (full-barrier waits polled 1.18 times each).
+        if (warp_idx == 0) {
             uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
             const uint32_t tail_rows = fp8_gemm_a_tail_rows(
                 kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
@@ -371,9 +385,19 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const int32_t sa_row_base = static_cast<int32_t>(
                     kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
 
-                auto produce = [&](uint32_t s, uint32_t k_block) {
-                    empty_barriers[s].wait(phase ^ 1);
-                    MBarrier* full = full_barriers + s;
+                // `laps`: the stage is a compile-time constant and `buf` (smem_buffer made
+                // opaque once per lap) the base of immediate offsets; else a run-time stage
+                // and the carved pointers.
+                auto produce = [&](uint32_t s, uint32_t k_block, uint8_t* buf, auto laps) {
+                    constexpr bool kLaps = decltype(laps)::value;
+                    if constexpr (kLaps)
+                        reinterpret_cast<MBarrier*>(buf + kSmem.empty_barriers)[s].wait(phase ^ 1);
+                    else
+                        empty_barriers[s].wait(phase ^ 1);
+                    if (not elect_one_sync())
+                        return;
+                    MBarrier* full = kLaps ? reinterpret_cast<MBarrier*>(buf + kSmem.full_barriers) + s
+                                           : full_barriers + s;
                     full->arrive_expect_tx(stage_bytes);
                     const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
                     // The shared operand: this CTA's slice, multicast to every CTA of the
@@ -396,21 +420,66 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                                   (1u << kNumTMAMulticast) - 1);
                         }
                     };
-                    load(desc_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, a_row, kIsTMAMulticastOnA,
-                         kASliceRows);
-                    load(&tma_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, b_row, not kIsTMAMulticastOnA,
-                         kBSliceRows);
-                    if (not sa_in_place)
+                    load(desc_a, (kLaps ? buf + kSmem.a : smem_a) + s * SMEM_A_SIZE_PER_STAGE,
+                         a_row, kIsTMAMulticastOnA, kASliceRows);
+                    load(&tma_b, (kLaps ? buf + kSmem.b : smem_b) + s * SMEM_B_SIZE_PER_STAGE,
+                         b_row, not kIsTMAMulticastOnA, kBSliceRows);
+                    const int32_t sa_row = sa_row_base + static_cast<int32_t>(k_block);
+                    if (sa_in_place)
+                        return;
+                    if constexpr (kLaps)
+                        tma_load_2d(&tma_scales_a, full,
+                                    buf + kSmem.scales_a + s * SMEM_SCALES_A_SIZE_PER_STAGE,
+                                    sa_col, sa_row);
+                    else
                         tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, sa_col,
-                                    sa_row_base + static_cast<int32_t>(k_block));
+                                    sa_row);
                 };
-                // Not unrolled: the producer runs ahead of the math warpgroups, and with its 40
-                // registers per-stage addresses would spill.
-                #pragma unroll 1
-                for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
-                    produce(stage, k_block);
-                    if (++stage == kNumStages)
-                        stage = 0, phase ^= 1;
+                if constexpr (not kProducerLaps) {
+                    // One K block at a time: the producer runs ahead of the math warpgroups.
+                    #pragma unroll 1
+                    for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
+                        produce(stage, k_block, nullptr, Constant<0>{});
+                        if (++stage == kNumStages)
+                            stage = 0, phase ^= 1;
+                    }
+                } else {
+                    // The ring in laps of kNumStages slots, each lap unrolled, walked as the
+                    // math warpgroups walk it: a tile that does not start at stage 0 enters its
+                    // first lap part-way and leaves its last lap early, through one guarded
+                    // copy of the lap (slots [lo, hi) hold K blocks k0 + slot). Same loads,
+                    // barriers and order as one K block at a time.
+                    auto lap = [&](uint32_t k0, uint32_t lo, uint32_t hi, auto guarded) {
+                        uint8_t* const buf = smem_buffer + opaque(0u);
+                        #pragma unroll
+                        for (uint32_t s = 0; s < kNumStages; ++s)
+                            if (not decltype(guarded)::value or (s >= lo and s < hi))
+                                produce(s, k0 + s, buf, Constant<1>{});
+                    };
+                    if constexpr (not kRingRotates) {
+                        #pragma unroll 1
+                        for (uint32_t k0 = 0; k0 < kNumKBlocks; k0 += kNumStages, phase ^= 1)
+                            lap(k0, 0, kNumStages, Constant<0>{});
+                    } else {
+                        const uint32_t head =
+                            stage == 0 ? 0 : min(kNumKBlocks, kNumStages - stage);
+                        const uint32_t num_laps = (kNumKBlocks - head) / kNumStages;
+                        uint32_t lo = stage, hi = stage + head, k0 = 0u - stage;
+                        #pragma unroll 1
+                        for (uint32_t part = 0; part < 2; ++part) {
+                            lap(k0, lo, hi, Constant<1>{});
+                            if (hi == kNumStages)
+                                phase ^= 1;
+                            if (part == 1)
+                                break;
+                            #pragma unroll 1
+                            for (uint32_t l = 0; l < num_laps; ++l, phase ^= 1)
+                                lap(head + l * kNumStages, 0, kNumStages, Constant<0>{});
+                            k0 = head + num_laps * kNumStages;
+                            lo = 0, hi = kNumKBlocks - k0;
+                        }
+                        stage = (stage + kNumKBlocks) % kNumStages;
+                    }
                 }
             }
         } else if (warp_idx == 1) {
