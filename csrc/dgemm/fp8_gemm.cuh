@@ -228,13 +228,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // enters its first lap part-way and leaves its last lap early (one guarded copy of the lap).
     constexpr bool kRingRotates = kNumKBlocks % kNumStages != 0;
     // The TMA producer walks the ring in unrolled laps (compile-time stage: ~33 instructions
-    // per K block against ~46 one K block at a time) only for small tiles, whose math per K
-    // block is short enough for the producer to set the pace. NOTES (s5, same rounds as
-    // DeepGEMM): laps 64x2112x7168 (64x16) 1.049 -> 1.067, 128x2112x7168 (64x32) 1.044 ->
-    // 1.064, where one K block at a time lost (0.961, 1.000); on 128x32 and larger tiles one K
-    // block at a time was as fast or faster (contiguous 4 x 8192 rows 0.991 vs 0.953, 128x4096x7168
-    // 0.942 vs 0.914): the unrolled laps add ~200..900 instructions of code.
-    constexpr bool kProducerLaps = BLOCK_M * BLOCK_N < 64 * 64;
+    // per K block against ~46 one K block at a time) only for the narrowest tiles, whose math
+    // per K block is short enough for the producer to set the pace. NOTES (s5, s7: same
+    // rounds as DeepGEMM, laps against none): 64x16 1.072 vs 0.970 (64x2112x7168), 64x32
+    // 1.063 vs 0.995 (128x2112x7168) and 1.025 vs 1.026 (64x4096x7168); wider tiles lost with
+    // them: 64x48 0.942 vs 0.976 (64x6144x4096), 64x56 0.999 vs 1.022 (64x7168x16384), 128x32
+    // 0.914 vs 0.942 (128x4096x7168), the 128x256 contiguous tile 0.953 vs 0.991 (the laps'
+    // code: ~200..900 instructions more).
+    constexpr bool kProducerLaps = BLOCK_M * BLOCK_N <= 64 * 32;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
     // B scales each loader lane holds in registers per chunk (one global round trip per chunk
     // of 32 * kScalesBPerLane K blocks; the producer warpgroup has 40 registers).
