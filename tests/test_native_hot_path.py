@@ -103,9 +103,11 @@ def test_a_failed_launch_or_re_pointing_raises_the_same_error_on_both_paths(
         a, b, d = fp8_inputs(M, N, K)
         dgemm.fp8_gemm_nt(a, b, d)                       # memoised
         launcher.set_driver(_FailingDriver(recording._types_for, launch_error=700))
-        with pytest.raises(RuntimeError, match=r"cuLaunchKernelEx failed.*\b700\b|"
-                                               r"cuLaunchKernelEx failed"):
+        from dgemm.jit.runtime import error_text
+        with pytest.raises(RuntimeError) as failed:
             dgemm.fp8_gemm_nt(a, b, d)
+        assert "cuLaunchKernelEx failed" in str(failed.value)
+        assert str(failed.value).endswith(error_text(700))
         launcher.set_driver(_FailingDriver(recording._types_for, replace_error=1))
         moved = (torch.zeros_like(a[0]), a[1])           # A: re-pointed TMA maps
         with pytest.raises(RuntimeError, match=r"cuTensorMapReplaceAddress failed"):
@@ -115,6 +117,47 @@ def test_a_failed_launch_or_re_pointing_raises_the_same_error_on_both_paths(
         launcher.set_driver(recording)
         dgemm.fp8_gemm_nt(moved, b, d)                   # re-patched in full
         assert recording.launches[-1].params[9]["address"] == moved[0].data_ptr()
+
+
+class _RaisingDriver(RecordingDriver):
+    def cuLaunchKernelEx(self, *args):
+        raise KeyError("the stand-in's own error")
+
+
+@pytest.mark.parametrize("hot", ["c", "python"])
+def test_a_stand_in_drivers_exception_reaches_the_caller_on_both_paths(c_path, hot,
+                                                                        monkeypatch):
+    monkeypatch.setattr(gemm, "_hot", c_path if hot == "c" else gemm._cached)
+    monkeypatch.setattr(gemm, "_hot_bound", True)
+    with stubbed_launch() as recording:
+        a, b, d = fp8_inputs(M, N, K)
+        dgemm.fp8_gemm_nt(a, b, d)                       # memoised
+        launcher.set_driver(_RaisingDriver(recording._types_for))
+        with pytest.raises(KeyError, match="the stand-in's own error"):
+            dgemm.fp8_gemm_nt(a, b, d)
+        assert launcher._stand_in_errors == []
+
+
+def test_a_fast_call_with_a_malformed_native_tuple_raises_instead_of_reading_past_it(c_path):
+    with stubbed_launch():
+        a, b, d = fp8_inputs(M, N, K)
+        dgemm.fp8_gemm_nt(a, b, d)
+        key = gemm._stored_key(c_path("fp8_gemm_nt", a, b, d, None, None)[0])
+        fast = gemm._fast_calls[key][0]
+        fast.native = (fast.matches,)
+        with pytest.raises(TypeError, match="5-tuple"):
+            c_path("fp8_gemm_nt", a, b, d, None, None)
+
+
+class _Unhashable:
+    def __hash__(self):
+        raise ValueError("no hash")
+
+
+def test_a_value_whose_hash_raises_is_not_memoised_on_either_path(c_path):
+    a, b, d = fp8_inputs(M, N, K)
+    call = ("m_grouped_fp8_gemm_nt_masked", a, b, d, None, (int, _Unhashable()))
+    assert c_path(*call) == (None, None) == gemm._cached(*call)
 
 
 def test_the_timing_stand_in_counts_launches_in_c(c_path):
@@ -164,6 +207,11 @@ def test_a_failed_build_leaves_the_python_path(tmp_path, probe, python_subproces
     assert out.split()[-2:] == ["3", "True"]
 
 
+def test_a_compiler_setting_that_does_not_parse_leaves_the_python_path(tmp_path, probe):
+    loaded, status = probe({"DGEMM_NATIVE_DIR": str(tmp_path / "native"), "CC": 'gcc "'})
+    assert not loaded and "No closing quotation" in status
+
+
 def test_a_directory_others_can_write_is_not_used(tmp_path, probe):
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -171,6 +219,7 @@ def test_a_directory_others_can_write_is_not_used(tmp_path, probe):
     loaded, status = probe({"DGEMM_NATIVE_DIR": str(shared)})
     assert loaded and not status.startswith(f"loaded from {shared}")
     assert list(shared.iterdir()) == []
+    assert not os.path.exists(status.split("loaded from ")[1])   # the temporary copy is gone
 
 
 def test_a_library_others_can_write_is_not_loaded(tmp_path, native_dir, probe):

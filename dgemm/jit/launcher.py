@@ -107,6 +107,8 @@ def set_driver(stand_in) -> None:
 
 
 def _fail(call: str, err: int, what: str) -> None:
+    if err == _STAND_IN_RAISED and _stand_in_errors:
+        raise _stand_in_errors.pop()
     from .runtime import error_text          # cuda-python's names, only on the error path
     raise RuntimeError(f"{call} failed for {what}: {error_text(err)}")
 
@@ -284,6 +286,22 @@ _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ct
 _REPLACE_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
+_STAND_IN_RAISED = 999          # no CUresult: a stand-in's callback raised (`_stand_in_errors`)
+_stand_in_errors: list = []
+
+
+def _reporting(fn):
+    """A stand-in's entry point for a ctypes callback, which cannot raise: an exception is
+    kept for `_fail` to raise in the caller's frame, and a failure code returned."""
+    def call(*args):
+        try:
+            return fn(*args)
+        except BaseException as exc:         # noqa: B902 - re-raised by _fail
+            _stand_in_errors.append(exc)
+            return _STAND_IN_RAISED
+    return call
+
+
 def entry_points(lib) -> tuple:
     """(cuLaunchKernelEx, cuTensorMapReplaceAddress, what keeps them valid) of a driver, the
     first two as C function addresses for the C hot path: libcuda's own symbols, or for a
@@ -293,10 +311,12 @@ def entry_points(lib) -> tuple:
                             ("cuTensorMapReplaceAddress", _REPLACE_ADDRESS)):
         fn = getattr(lib, name)
         if not isinstance(fn, ctypes._CFuncPtr):
-            fn = prototype(fn)
+            fn = prototype(_reporting(fn))
         functions.append(fn)
     addresses = [ctypes.cast(fn, ctypes.c_void_p).value for fn in functions]
     return addresses[0], addresses[1], tuple(functions)
+
+
 _pack_pointer = struct.Struct("<Q").pack_into       # (buffer, offset, value)
 
 

@@ -4,8 +4,11 @@
  * One entry point, `cached_call(kind, a, b, t1, t2, extra) -> (key, out)`, with exactly the
  * contract of the Python `_cached` it replaces (which stays as the fallback and the
  * reference the tests compare against). Every object it consults is read from the Python
- * modules on each call (gemm's memo table, mode checks, settings, torch's current device and
- * stream, launcher's driver), so monkeypatching and `state.reset()` behave as in Python.
+ * modules on each call (gemm's memo table, mode checks, settings, torch's current device,
+ * launcher's driver), so monkeypatching and `state.reset()` behave as in Python, with two
+ * exceptions read one level down: the launch settings come straight from the environment's
+ * dict (what `env.launch_settings` reads) and the stream from `loader._raw_stream` (else
+ * `loader.current_stream`), not through gemm's aliases of them.
  * Memoised calls whose A scales need a layout copy (no `native` tuple on the fast call) run
  * the Python `_FastCall.run`.
  *
@@ -33,7 +36,8 @@ static PyObject *pointer_kind;      /* launcher.POINTER */
 static Py_ssize_t stream_offset;    /* offsetof(CUlaunchConfig, hStream) */
 
 static PyObject *driver_seen;       /* the driver whose entry points are cached below */
-static PyObject *driver_keep;
+static PyObject *driver_keeps;      /* every driver's callbacks, kept: a launch in flight on
+                                     * another thread may still be inside an older one */
 static launch_fn launch_entry;
 static replace_fn replace_entry;
 
@@ -50,20 +54,29 @@ static const char *global_names[G_COUNT] = {
     "_empty_like", "_raw_stream", "current_stream", "_driver", "driver"};
 static PyObject *global_keys[G_COUNT];
 
-/* A global of one of the three modules (borrowed), or NULL with an exception set. */
+/* A global of one of the three modules (a new reference: a call may rebind it), or NULL
+ * with an exception set. */
 static PyObject *global(PyObject *globals, int which) {
     PyObject *found = PyDict_GetItemWithError(globals, global_keys[which]);
     if (found == NULL && !PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "dgemm native hot path: no global %s",
                      global_names[which]);
+    Py_XINCREF(found);
     return found;
+}
+
+/* Calls a global with no or one argument; a new reference or NULL. */
+static PyObject *call_global(PyObject *globals, int which, PyObject *arg) {
+    PyObject *fn = global(globals, which);
+    if (fn == NULL) return NULL;
+    PyObject *result = arg ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn);
+    Py_DECREF(fn);
+    return result;
 }
 
 /* Calls a no-argument global; 1 if the result is true, 0 if false, -1 on error. */
 static int call_truth(PyObject *globals, int which) {
-    PyObject *fn = global(globals, which);
-    if (fn == NULL) return -1;
-    PyObject *result = PyObject_CallNoArgs(fn);
+    PyObject *result = call_global(globals, which, NULL);
     if (result == NULL) return -1;
     int truth = PyObject_IsTrue(result);
     Py_DECREF(result);
@@ -84,10 +97,8 @@ static int data_ptr(PyObject *t, uint64_t *out) {
 }
 
 static PyObject *launch_settings(void) {
-    if (environ_data == NULL) {
-        PyObject *fn = global(gemm_globals, G_LAUNCH_SETTINGS);
-        return fn ? PyObject_CallNoArgs(fn) : NULL;
-    }
+    if (environ_data == NULL)
+        return call_global(gemm_globals, G_LAUNCH_SETTINGS, NULL);
     Py_ssize_t n = PyTuple_GET_SIZE(environ_keys);
     PyObject *values = PyTuple_New(n);
     if (values == NULL) return NULL;
@@ -116,9 +127,15 @@ static PyObject *memo_key(PyObject *kind, PyObject *extra, PyObject *a0, PyObjec
     items[4] = PyBool_FromLong(t1 == Py_None);
     items[5] = PyBool_FromLong(t2 == Py_None);
     PyObject *setting = global(gemm_globals, G_NUM_SMS);
-    if (setting == NULL || (items[6] = call_method0(setting, s_get)) == NULL) goto fail;
+    if (setting == NULL) goto fail;
+    items[6] = call_method0(setting, s_get);
+    Py_DECREF(setting);
+    if (items[6] == NULL) goto fail;
     setting = global(gemm_globals, G_FORCED_TILE);
-    if (setting == NULL || (items[7] = call_method0(setting, s_get)) == NULL) goto fail;
+    if (setting == NULL) goto fail;
+    items[7] = call_method0(setting, s_get);
+    Py_DECREF(setting);
+    if (items[7] == NULL) goto fail;
     if ((items[8] = launch_settings()) == NULL) goto fail;
     if ((items[9] = PyLong_FromUnsignedLong(PyThread_get_thread_ident())) == NULL) goto fail;
     key = PyTuple_New(10);
@@ -141,8 +158,7 @@ static int bind_driver(PyObject *driver) {
     unsigned long long launch, replace;
     PyObject *keep;
     if (!PyArg_ParseTuple(got, "KKO", &launch, &replace, &keep)) { Py_DECREF(got); return -1; }
-    Py_INCREF(keep);
-    Py_XSETREF(driver_keep, keep);
+    if (PyList_Append(driver_keeps, keep) < 0) { Py_DECREF(got); return -1; }
     Py_INCREF(driver);
     Py_XSETREF(driver_seen, driver);
     launch_entry = (launch_fn)(uintptr_t)launch;
@@ -181,14 +197,13 @@ static int run_plan(PyObject *plan, const uint64_t *pointers, uint64_t stream) {
     if (!ok) { Py_DECREF(native); return -1; }
     PyObject *driver = global(launcher_globals, G_DRIVER_OBJECT);
     if (driver == NULL) { Py_DECREF(native); return -1; }
-    PyObject *made = NULL;
     if (driver == Py_None) {           /* `_driver or driver()` */
-        PyObject *fn = global(launcher_globals, G_DRIVER_FN);
-        if (fn == NULL || (made = PyObject_CallNoArgs(fn)) == NULL) { Py_DECREF(native); return -1; }
-        driver = made;
+        Py_DECREF(driver);
+        driver = call_global(launcher_globals, G_DRIVER_FN, NULL);
+        if (driver == NULL) { Py_DECREF(native); return -1; }
     }
     int bound = bind_driver(driver);
-    Py_XDECREF(made);
+    Py_DECREF(driver);
     if (bound < 0) { Py_DECREF(native); return -1; }
 
     PyObject *held = PyObject_GetAttr(plan, s_pointers);
@@ -261,9 +276,7 @@ fail:
 static int run_fast(PyObject *native, PyObject *const *tensors, PyObject *layout) {
     PyObject *index = PyTuple_GET_ITEM(native, 1);
     if (index != Py_None) {
-        PyObject *fn = global(gemm_globals, G_CURRENT_DEVICE);
-        if (fn == NULL) return -1;
-        PyObject *device = PyObject_CallNoArgs(fn);
+        PyObject *device = call_global(gemm_globals, G_CURRENT_DEVICE, NULL);
         if (device == NULL) return -1;
         int same = PyObject_RichCompareBool(device, index, Py_EQ);
         Py_DECREF(device);
@@ -282,8 +295,12 @@ static int run_fast(PyObject *native, PyObject *const *tensors, PyObject *layout
     /* loader.current_stream(index), its private binding inlined when present. */
     PyObject *raw = global(loader_globals, G_RAW_STREAM);
     if (raw == NULL) return -1;
-    if (raw == Py_None && (raw = global(loader_globals, G_CURRENT_STREAM)) == NULL) return -1;
+    if (raw == Py_None) {
+        Py_DECREF(raw);
+        if ((raw = global(loader_globals, G_CURRENT_STREAM)) == NULL) return -1;
+    }
     PyObject *got = PyObject_CallOneArg(raw, index);
+    Py_DECREF(raw);
     if (got == NULL) return -1;
     unsigned long long stream = PyLong_AsUnsignedLongLong(got);
     Py_DECREF(got);
@@ -318,19 +335,24 @@ static PyObject *cached_call(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *a0 = PySequence_Fast_GET_ITEM(a, 0), *a1 = PySequence_Fast_GET_ITEM(a, 1),
              *b0 = PySequence_Fast_GET_ITEM(b, 0), *b1 = PySequence_Fast_GET_ITEM(b, 1);
     Py_INCREF(a0); Py_INCREF(a1); Py_INCREF(b0); Py_INCREF(b1);
-    PyObject *key = NULL, *found = NULL, *out = NULL, *result = NULL;
+    PyObject *key = NULL, *found = NULL, *out = NULL, *result = NULL, *table = NULL;
 
     key = memo_key(kind, extra, a0, b0, t1, t2);
     if (key == NULL) {
         result = PyErr_Occurred() ? NULL : pair(NULL, NULL);
         goto done;
     }
-    PyObject *table = global(gemm_globals, G_FAST_CALLS);
+    table = global(gemm_globals, G_FAST_CALLS);
     if (table == NULL) goto done;
-    found = PyDict_GetItemWithError(table, key);      /* hashing: TypeError -> not memoised */
+    /* Hashing or comparing a caller's value may raise: the three exceptions Python's `try`
+     * catches mean "not memoised". */
+    found = PyDict_GetItemWithError(table, key);
     if (found == NULL) {
         if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+            if (!(PyErr_ExceptionMatches(PyExc_ValueError)
+                  || PyErr_ExceptionMatches(PyExc_AttributeError)
+                  || PyErr_ExceptionMatches(PyExc_TypeError)))
+                goto done;
             PyErr_Clear();
             Py_CLEAR(key);
         }
@@ -351,6 +373,12 @@ static PyObject *cached_call(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyObject *fast = PyTuple_GET_ITEM(found, f);
         PyObject *native = PyObject_GetAttr(fast, s_native);
         if (native == NULL) goto done;
+        if (native != Py_None && !(PyTuple_CheckExact(native) && PyTuple_GET_SIZE(native) == 5)) {
+            Py_DECREF(native);
+            PyErr_SetString(PyExc_TypeError, "dgemm native hot path: a fast call's `native` "
+                            "must be None or a 5-tuple (matches, index, d_like, sa_mask, plan)");
+            goto done;
+        }
         PyObject *matches = native != Py_None ? PyTuple_GetItem(native, 0)
                                               : PyObject_GetAttr(fast, s_matches);
         if (matches == NULL) { Py_DECREF(native); goto done; }
@@ -369,8 +397,7 @@ static PyObject *cached_call(PyObject *self, PyObject *const *args, Py_ssize_t n
                                                : PyObject_GetAttr(fast, s_d_like);
             if (like == NULL) { Py_DECREF(native); goto done; }
             if (native != Py_None) Py_INCREF(like);
-            PyObject *empty_like = global(gemm_globals, G_EMPTY_LIKE);
-            out = empty_like ? PyObject_CallOneArg(empty_like, like) : NULL;
+            out = call_global(gemm_globals, G_EMPTY_LIKE, like);
             Py_DECREF(like);
             if (out == NULL) { Py_DECREF(native); goto done; }
         } else {
@@ -396,6 +423,7 @@ static PyObject *cached_call(PyObject *self, PyObject *const *args, Py_ssize_t n
 done:
     Py_XDECREF(out);
     Py_XDECREF(found);
+    Py_XDECREF(table);
     Py_XDECREF(key);
     Py_DECREF(a0); Py_DECREF(a1); Py_DECREF(b0); Py_DECREF(b1);
     return result;
@@ -427,7 +455,6 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_INCREF(pkind); Py_XSETREF(pointer_kind, pkind);
     stream_offset = offset;
     Py_CLEAR(driver_seen);
-    Py_CLEAR(driver_keep);
     launch_entry = NULL;
     replace_entry = NULL;
     Py_RETURN_NONE;
@@ -483,5 +510,6 @@ PyMODINIT_FUNC PyInit_dgemm_hot_path(void) {
         if ((*strings[i].slot = PyUnicode_InternFromString(strings[i].text)) == NULL) return NULL;
     for (int i = 0; i < G_COUNT; i++)
         if ((global_keys[i] = PyUnicode_InternFromString(global_names[i])) == NULL) return NULL;
+    if ((driver_keeps = PyList_New(0)) == NULL) return NULL;
     return PyModule_Create(&module);
 }
