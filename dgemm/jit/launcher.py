@@ -280,7 +280,7 @@ class LaunchPlan:
 
 _CONFIG_BYTES = -(-ctypes.sizeof(LaunchConfig) // 64) * 64
 _ATTRIBUTE_BYTES = -(-ctypes.sizeof(LaunchAttribute) // 64) * 64
-_STREAM_OFFSET = STREAM_OFFSET = LaunchConfig.stream.offset
+_STREAM_OFFSET = LaunchConfig.stream.offset
 _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p)
 _REPLACE_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)

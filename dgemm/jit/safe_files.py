@@ -76,6 +76,12 @@ def private_dir_problem(path: PathLike) -> Optional[str]:
     return None
 
 
+def check_private_regular(path: PathLike, found: os.stat_result, limit: int) -> None:
+    """UnsafeFileError unless `found` (an lstat or fstat of `path`) is a regular file of at
+    most `limit` bytes, owned by this user and writable by no one else."""
+    _check_regular(str(path), found, limit, private=True)
+
+
 def _check_regular(path: str, found: os.stat_result, limit: int, private: bool) -> None:
     if stat.S_ISLNK(found.st_mode):
         raise UnsafeFileError(f"{path} is a symbolic link; it is not followed")

@@ -27,7 +27,6 @@ import logging
 import os
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -106,12 +105,14 @@ def _private_dir(path: Path) -> Optional[str]:
         return f"cannot be created ({exc})"
 
 
+_MAX_LIBRARY_BYTES = 64 << 20
+
+
 def _check_library(path: Path, found: os.stat_result) -> None:
-    if not stat.S_ISREG(found.st_mode):
-        raise OSError(f"{path} is not a regular file")
-    if found.st_uid != os.geteuid() or found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise OSError(f"{path} is not owned by this user alone (mode "
-                      f"{stat.S_IMODE(found.st_mode):04o}, uid {found.st_uid})")
+    try:
+        safe_files.check_private_regular(path, found, _MAX_LIBRARY_BYTES)
+    except safe_files.UnsafeFileError as exc:
+        raise OSError(f"{path} is not owned by this user alone: {exc}") from None
 
 
 def build(directory: Path) -> Path:
@@ -216,7 +217,7 @@ def _configure(module) -> None:
         gemm=vars(gemm), loader=vars(loader), launcher=vars(launcher),
         environ=env.launch_environ(), environ_keys=env.LAUNCH_KEYS,
         entry_points=launcher.entry_points, pointer_kind=launcher.POINTER,
-        stream_offset=launcher.STREAM_OFFSET)
+        stream_offset=launcher.LaunchConfig.stream.offset)
 
 
 def hot_path() -> Optional[Callable]:
@@ -224,8 +225,3 @@ def hot_path() -> Optional[Callable]:
     module = load()
     return None if module is None else module.cached_call
 
-
-def reset_for_tests() -> None:
-    """Forget the outcome of `load()` (the next call builds or loads again)."""
-    with _lock:
-        _state.update(tried=False, module=None, status="not built yet")
