@@ -71,7 +71,8 @@ def test_every_hopper_wgrad_tile_has_a_pipeline_that_fits(block_n):
     stages = hopper_wgrad.num_stages(block_n)
     assert stages >= 3
     assert hopper_wgrad.smem_plan(128, block_n, stages) <= hopper_wgrad.SMEM_CAPACITY
-    assert hopper_wgrad.smem_plan(128, block_n, stages + 1) > hopper_wgrad.SMEM_CAPACITY
+    assert (stages == hopper_wgrad.MAX_STAGES
+            or hopper_wgrad.smem_plan(128, block_n, stages + 1) > hopper_wgrad.SMEM_CAPACITY)
 
 
 def test_the_wgrad_heuristic_keeps_four_stages_and_whole_clusters():
@@ -123,8 +124,8 @@ def test_a_wgrad_plan_that_differs_from_the_header_fails_the_compile(family, pla
 
 def test_a_hand_built_tile_the_kernel_refuses_is_named_before_the_compiler():
     spec = select("fp8_gemm_nt_wgrad", 4096, 2048, 4096)
-    bad = kernels.KernelSpec(**dict(vars(spec), block_n=80))
-    with pytest.raises(ValueError, match="128x80 is not a tile of the fp8_wgrad kernel"):
+    bad = kernels.KernelSpec(**dict(vars(spec), block_n=84))
+    with pytest.raises(ValueError, match="128x84 is not a tile of the fp8_wgrad kernel"):
         bad.plan_checks()
 
 

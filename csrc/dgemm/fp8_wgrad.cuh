@@ -16,8 +16,10 @@
 // vectors per K block into a ring of kNumStages stages), two math warpgroups own 64 rows of
 // the 128-row tile each. Two epilogues, chosen per launch:
 //  - reduce (N % 4 == 0, d 16-byte aligned): each warpgroup stages its 64 x BLOCK_N fp32 sums
-//    in shared memory and hands them to TMA as `d += tile` (a reduction at L2); the host has
-//    made d equal to c first (a copy unless d is c). The warpgroup goes straight on to its
+//    in shared memory and hands them to TMA as `d += tile` (a reduction at L2): 32-column
+//    128B-swizzled chunks, and an unswizzled tail chunk of the last BLOCK_N % 32 columns
+//    (8, 16 or 24: DeepGEMM-like 136/152-wide tiles); the host has made d equal to c first
+//    (a copy unless d is c). The warpgroup goes straight on to its
 //    next tile while the reduction runs, so the fp32 read-modify-write of D overlaps the next
 //    tile's WGMMAs instead of stalling them.
 //  - registers (any N): d = c + sum from the registers, each element read from c and written
@@ -89,6 +91,8 @@ struct Fp8WgradPlanCheck {
 //   tma_scales_b  fp32 MN-major [K blocks, align(N, 4)] over every group, boxes BLOCK_N x 1
 //   tma_d         fp32 [G, M, N], boxes of 32 columns x 64 rows x 1, 128B-swizzled
 //                 (unused by the registers epilogue)
+//   tma_d_tail    fp32 [G, M, N], boxes of BLOCK_N % 32 columns x 64 rows x 1, unswizzled
+//                 (unused unless BLOCK_N % 32 != 0 and the reduce epilogue runs)
 // Clusters of kNumMulticast (1 or 2) CTAs: a pair shares the A tile (kMulticastOnA: same
 // m-block, adjacent n-blocks) or the B tile (same n-block, adjacent m-blocks); CTA 0 loads the
 // shared tile and multicasts it to both, halving that operand's L2 reads. A
@@ -102,13 +106,14 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                  const __grid_constant__ Fp8WgradGroups groups,
                  const __grid_constant__ TmaDescriptor tma_scales_a,
                  const __grid_constant__ TmaDescriptor tma_scales_b,
-                 const __grid_constant__ TmaDescriptor tma_d) {
+                 const __grid_constant__ TmaDescriptor tma_d,
+                 const __grid_constant__ TmaDescriptor tma_d_tail) {
 #if defined(__CUDA_ARCH__) and defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(BLOCK_K == 128, "one scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(BLOCK_M == 128, "two math warpgroups of 64 rows");
-    static_assert(BLOCK_N % 32 == 0 and BLOCK_N >= 32 and BLOCK_N <= 160,
-                  "the reduce epilogue stages 32-column chunks; the accumulators of 160 "
-                  "columns (+ the final sums) fit the registers");
+    static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 32 and BLOCK_N <= 160,
+                  "WGMMA widths are multiples of 8; the accumulators of 160 columns (+ the "
+                  "final sums) fit the registers");
     static_assert(kNumStages >= 2, "a ring needs two stages");
     static_assert(kNumMulticast == 1 or kNumMulticast == 2, "clusters of 1 or 2 CTAs");
     constexpr uint32_t kUnitM = kNumMulticast == 2 and not kMulticastOnA ? 2 : 1;
@@ -124,9 +129,13 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     constexpr uint32_t kStageBytes = SMEM_A_SIZE_PER_STAGE + SMEM_B_SIZE_PER_STAGE +
                                      BLOCK_M * 4 + BLOCK_N * 4;
     // The reduce epilogue: per warpgroup 64 rows x BLOCK_N fp32 as 32-column chunks of 64 rows
-    // x 128 bytes, 128B-swizzled (the TMA box of tma_d).
+    // x 128 bytes, 128B-swizzled (the TMA box of tma_d), then the tail's 64 rows x kTailColumns
+    // row-major (the box of tma_d_tail). Its rows of 32/64/96 bytes spread a warp's 8 rows
+    // over the banks as DeepGEMM's 8-mod-16-wide tiles do.
     constexpr uint32_t kChunkColumns = 32, kChunkBytes = 64 * 128;
-    constexpr uint32_t kWarpgroupDBytes = (BLOCK_N / kChunkColumns) * kChunkBytes;
+    constexpr uint32_t kFullChunks = BLOCK_N / kChunkColumns;
+    constexpr uint32_t kTailColumns = BLOCK_N % kChunkColumns;
+    constexpr uint32_t kWarpgroupDBytes = kFullChunks * kChunkBytes + 64 * kTailColumns * 4;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
@@ -158,6 +167,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         tma_prefetch_descriptor(&tma_scales_b);
         if (reduce_into_d)
             tma_prefetch_descriptor(&tma_d);
+        if (reduce_into_d and kTailColumns != 0)
+            tma_prefetch_descriptor(&tma_d_tail);
         for (uint32_t i = 0; i < kNumStages; ++i) {
             full_barriers[i].init(1);                  // the producer's expect_tx arrive
             // One arrive per math warp of every CTA the stage's loads write into.
@@ -317,7 +328,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t byte_in_unit = (lane_idx % 2) * 8;
                 #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                for (uint32_t i = 0; i < kFullChunks * 4; ++i) {
                     uint8_t* chunk = wg_smem_d + (i / 4) * kChunkBytes;
                     const uint32_t unit = (i % 4) * 2 + (lane_idx % 4) / 2;
                     const uint32_t offset = ((unit ^ (row % 8)) * 16) + byte_in_unit;
@@ -326,17 +337,31 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     *reinterpret_cast<float2*>(chunk + (row + 8) * 128 + offset) =
                         make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
                 }
+                #pragma unroll
+                for (uint32_t i = kFullChunks * 4; i < kNumAccum / 4; ++i) {
+                    float* tail = reinterpret_cast<float*>(wg_smem_d + kFullChunks * kChunkBytes);
+                    const uint32_t col = (i - kFullChunks * 4) * 8 + col_in_frag;
+                    *reinterpret_cast<float2*>(tail + row * kTailColumns + col) =
+                        make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                    *reinterpret_cast<float2*>(tail + (row + 8) * kTailColumns + col) =
+                        make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                }
                 fence_view_async_shared();            // generic writes -> TMA reads
                 named_barrier_sync(barrier_id, 128);
                 if (store_leader and tile.m0 + wg_row0 < shape_m) {
                     #pragma unroll
-                    for (uint32_t j = 0; j < BLOCK_N / kChunkColumns; ++j) {
+                    for (uint32_t j = 0; j < kFullChunks; ++j) {
                         if (tile.n0 + j * kChunkColumns < SHAPE_N)
                             tma_reduce_add_3d(&tma_d, wg_smem_d + j * kChunkBytes,
                                               static_cast<int32_t>(tile.n0 + j * kChunkColumns),
                                               static_cast<int32_t>(tile.m0 + wg_row0),
                                               static_cast<int32_t>(d_index));
                     }
+                    if (kTailColumns != 0 and tile.n0 + kFullChunks * kChunkColumns < SHAPE_N)
+                        tma_reduce_add_3d(&tma_d_tail, wg_smem_d + kFullChunks * kChunkBytes,
+                                          static_cast<int32_t>(tile.n0 + kFullChunks * kChunkColumns),
+                                          static_cast<int32_t>(tile.m0 + wg_row0),
+                                          static_cast<int32_t>(d_index));
                     tma_store_commit();
                 }
                 continue;

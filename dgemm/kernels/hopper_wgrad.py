@@ -25,8 +25,9 @@ HEADER = "dgemm/fp8_wgrad.cuh"
 ARCHS = ("sm_90a",)
 BLOCK_M = 128                     # two math warpgroups of 64 rows
 BLOCK_K = 128
-BLOCK_NS = (64, 96, 128, 160)     # 32-column multiples (the reduce epilogue's chunks); the
-                                  # accumulators of 160 columns (+ the final ones) fit registers
+BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 columns (+ the
+                                      # final ones) fit the registers
+CANDIDATE_BLOCK_NS = (64, 96, 128, 160)   # what the heuristic weighs
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
@@ -112,7 +113,7 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
         def score(block_n):
             waves = ceil_div(ceil_div(m, BLOCK_M) * ceil_div(n, block_n), num_sms)
             return (waves * tile_time(block_n), -block_n)
-        block_n = min((b for b in BLOCK_NS if num_stages(b) >= 4), key=score)
+        block_n = min((b for b in CANDIDATE_BLOCK_NS if num_stages(b) >= 4), key=score)
         spec = _selections[args] = KernelSpec(
             kernel=NAME, gemm_type="normal", n=n, k=0, num_groups=1, block_m=BLOCK_M,
             block_n=block_n, block_k=BLOCK_K, num_stages=num_stages(block_n),
@@ -127,6 +128,7 @@ _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
 MAX_GROUPS = 12                   # header: kWgradMaxGroups
 _D_BOX = (32, 64, 1)              # header: the reduce epilogue's 32-column x 64-row chunks
+_D_CHUNK_COLUMNS = _D_BOX[0]      # header: kChunkColumns (the tail chunk has the rest)
 
 
 class Groups(ctypes.Structure):
@@ -140,9 +142,10 @@ class Groups(ctypes.Structure):
                                              + 4) % 64))]
 
 
-# fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, groups, tma_scales_a, tma_scales_b, tma_d)
+# fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, groups, tma_scales_a, tma_scales_b, tma_d,
+#                  tma_d_tail)
 ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, Groups,
-                 TmaDescriptor, TmaDescriptor, TmaDescriptor)
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 
 def _desc(*args):
@@ -164,6 +167,16 @@ def _scales_desc(ptr: int, rows: int, k_blocks: int, row_stride: int, box_rows: 
 def _d_desc(ptr: int, groups: int, m: int, n: int):
     import torch
     return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), _D_BOX, _SWIZZLE_128B)
+
+
+def _d_tail_desc(ptr: int, groups: int, m: int, n: int, block_n: int):
+    """The last block_n % 32 columns of a tile: one unswizzled box of them x 64 rows."""
+    import torch
+    tail = block_n % _D_CHUNK_COLUMNS
+    if not tail:
+        return TmaDescriptor()
+    return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), (tail, 64, 1),
+                 _NO_SWIZZLE)
 
 
 def _reduce_into(c, d) -> bool:
@@ -193,6 +206,7 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
     scales_a = _scales_desc(sa_ptr, m, sa_kb, ceil_div(m, 4) * 4, spec.block_m)
     scales_b = _scales_desc(sb_ptr, n, sb_kb, ceil_div(n, 4) * 4, spec.block_n)
     d_map = _d_desc(d_ptr, d_groups, m, n) if reduce else TmaDescriptor()
+    d_tail = _d_tail_desc(d_ptr, d_groups, m, n, spec.block_n) if reduce else TmaDescriptor()
     # Even shares per launch: a short last launch would leave most SMs idle.
     launches = ceil_div(len(groups), MAX_GROUPS)
     share = ceil_div(len(groups), launches)
@@ -205,7 +219,8 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
             block.num_k_blocks[i] = k // BLOCK_K
             block.k_block_offset[i] = kb_offset
             block.d_index[i] = d_index
-        args = ARGS.pack(c_ptr, d_ptr, m, int(reduce), block, scales_a, scales_b, d_map)
+        args = ARGS.pack(c_ptr, d_ptr, m, int(reduce), block, scales_a, scales_b, d_map,
+                         d_tail)
         kernel.launch((grid_size(spec, m, len(chunk)), 1, 1), args)
 
 
