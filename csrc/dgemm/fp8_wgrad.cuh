@@ -47,6 +47,12 @@ struct Fp8WgradSmem {
     uint32_t d, a, b, scales_a, scales_b, full_barriers, empty_barriers, total;
 };
 
+// A stage's B scales: a TMA destination, so 128-byte aligned (BLOCK_N = 152 carries 608 bytes).
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr uint32_t fp8_wgrad_scales_b_stride() {
+    return (BLOCK_N * 4 + 127) / 128 * 128;
+}
+
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
 __host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
     const uint32_t d = 0;                                           // 1024-aligned blocks first
@@ -54,7 +60,7 @@ __host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
     const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;
     const uint32_t scales_a = b + kNumStages * BLOCK_N * BLOCK_K;
     const uint32_t scales_b = scales_a + kNumStages * BLOCK_M * 4;
-    const uint32_t full = scales_b + kNumStages * BLOCK_N * 4;
+    const uint32_t full = scales_b + kNumStages * fp8_wgrad_scales_b_stride<BLOCK_N>();
     const uint32_t empty = full + kNumStages * 8;
     return {d, a, b, scales_a, scales_b, full, empty, empty + kNumStages * 8};
 }
@@ -137,6 +143,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     constexpr uint32_t kTailColumns = BLOCK_N % kChunkColumns;
     constexpr uint32_t kWarpgroupDBytes = kFullChunks * kChunkBytes + 64 * kTailColumns * 4;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
+    constexpr uint32_t kScalesBStride = fp8_wgrad_scales_b_stride<BLOCK_N>() / 4;   // floats
+    static_assert(BLOCK_M * 4 % 128 == 0, "A's scales of a stage: a 128-byte aligned TMA box");
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
@@ -234,7 +242,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, m0,
                                 kb0 + static_cast<int32_t>(k_block));
-                    tma_load_2d(&tma_scales_b, full, smem_scales_b + s * BLOCK_N, n0,
+                    tma_load_2d(&tma_scales_b, full, smem_scales_b + s * kScalesBStride, n0,
                                 kb0 + static_cast<int32_t>(k_block));
                     if (++s == kNumStages)
                         s = 0, phase ^= 1;
@@ -283,7 +291,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 // The scales of this K block, read while the WGMMAs run and before the stage
                 // is handed back to the producer.
                 const float* sa = smem_scales_a + s * BLOCK_M;
-                const float* sb = smem_scales_b + s * BLOCK_N;
+                const float* sb = smem_scales_b + s * kScalesBStride;
                 const float a0 = sa[r0], a1 = sa[r0 + 8];
                 float b_col[kNumAccum / 2];
                 #pragma unroll

@@ -39,9 +39,11 @@ def num_threads(spec: KernelSpec) -> int:
 
 def smem_plan(block_m: int, block_n: int, num_stages: int) -> int:
     """Header: `fp8_wgrad_smem(...).total`: the reduce epilogue's fp32 tile, then per stage
-    the A and B tiles and both scale vectors, then a full and an empty barrier per stage."""
+    the A and B tiles and both scale vectors (B's padded to 128 bytes: a TMA destination),
+    then a full and an empty barrier per stage."""
+    scales_b = ceil_div(block_n * 4, 128) * 128
     return block_m * block_n * 4 + num_stages * (
-        block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + block_n * 4 + 16)
+        block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + scales_b + 16)
 
 
 def smem_bytes(spec: KernelSpec) -> int:
