@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 16, call w2 (H200): w2 with the math warpgroups at 240 registers (producer 24), so that 136-wide tiles compute every scale product before the WGMMA wait (SASS: 128 and 136 all of them; 152: 30 of 76). BLOCK_N % 32
-# (BLOCK_N % 32 != 0: the reduce epilogue's unswizzled tail chunk). bench_wgrad with forced tiles, each
-# process timing DeepGEMM 54e2261 beside it (compare the per-process ratios). The first run
-# prints DeepGEMM's own picks (DG_PRINT_CONFIGS=1).
+# Session 16, call w2 (H200): w1's kernel with the math warpgroups at 240 registers (producer
+# 24), so that 136-wide tiles compute every scale product before the WGMMA wait (SASS: 128 and
+# 136 all of them, 152 30 of 76). bench_wgrad with forced tiles, each process timing DeepGEMM
+# 54e2261 beside it (compare the per-process ratios).
 set -uo pipefail
 export OUT=${OUT:-/tmp/out}; o=$OUT/w2; mkdir -p $o
 t0=$SECONDS; say() { echo "== [$(( SECONDS - t0 ))s] $*"; }
