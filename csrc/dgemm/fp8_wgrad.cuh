@@ -148,7 +148,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
-    constexpr uint32_t kNumTMARegisters = 24, kNumMathRegisters = 240;
+    constexpr uint32_t kNumTMARegisters = 40, kNumMathRegisters = 232;
     static_assert(128 * kNumTMARegisters + kWgradMathThreads * kNumMathRegisters <= 65536,
                   "register budgets (setmaxnreg) exceed the SM's 64K registers");
 
