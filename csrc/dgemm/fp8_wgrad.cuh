@@ -266,14 +266,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 
         float accum[kNumAccum], final_accum[kNumAccum];
         uint32_t s = 0, phase = 0;
-        // The two warpgroups take turns at the tensor cores: warpgroup 0 issues K block k's
-        // WGMMAs, then warpgroup 1 its own, then warpgroup 0 block k + 1, ... (named barriers
-        // kIssued[wg]: "wg has issued"). Issued together, their WGMMAs interleave and both
-        // finish at the end of the pair's work, so both promote (FMUL/FFMA per element: the
-        // per-column B scales) while the tensor cores idle. In turns, one warpgroup's WGMMAs run
-        // while the other promotes.
-        constexpr uint32_t kIssued[2] = {3, 4};
-        bool waits_for_peer = math_wg == 1;       // warpgroup 0's first block waits for nobody
         for (uint32_t u = first_unit; u < num_units; u += unit_step) {
             const Tile tile = tile_at(u);
             const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
@@ -284,8 +276,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             #pragma unroll 1
             for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
                 full_barriers[s].wait(phase);
-                if (waits_for_peer)
-                    named_barrier_sync(kIssued[math_wg ^ 1], 256);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
                     fence_operand(accum[i]);
@@ -298,8 +288,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                                accum, k > 0);
                 }
                 wgmma_commit_group();
-                named_barrier_arrive(kIssued[math_wg], 256);
-                waits_for_peer = true;
                 // The scales of this K block, read while the WGMMAs run and before the stage
                 // is handed back to the producer.
                 const float* sa = smem_scales_a + s * BLOCK_M;
@@ -417,10 +405,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 }
             }
         }
-        // Warpgroup 1's last "issued" has no block of warpgroup 0 after it: take it here, so
-        // that no barrier is left mid-phase.
-        if (math_wg == 0 and waits_for_peer)
-            named_barrier_sync(kIssued[1], 256);
         // Shared memory must outlive the last reductions' reads of it.
         if (reduce_into_d and store_leader)
             tma_store_wait<false>();
