@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -19,11 +20,14 @@ from dgemm.jit import elf, source
 from dgemm.jobs import manifest, prewarm
 from dgemm.kernels import hopper_wgrad, portable_wgrad
 
-# Odd and even N (the epilogue's paired and single stores), both tile widths, both arches.
+# Odd and even N (the epilogue's paired and single stores), both tile widths, a 152-wide tile in
+# clusters (the reduce epilogue's tail chunk), both arches.
 SPECS = list(dict.fromkeys(
     [select("fp8_gemm_nt_wgrad", 7168, 2048, 8192)]                                # 128x128
     + [select("fp8_gemm_nt_wgrad", 129, 2049, 128)]                                # 128x64
     + [select("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 4096, 8)]
+    + [dataclasses.replace(select("fp8_gemm_nt_wgrad", 2112, 7168, 4096), block_n=152,
+                           num_stages=hopper_wgrad.num_stages(152), num_tma_multicast=2)]
     + [select("fp8_gemm_nt_wgrad", 255, n, 4096, arch="sm_80") for n in (2048, 4097)]))
 COMPILERS = ("nvrtc", "nvcc")
 

@@ -131,6 +131,35 @@ def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
         assert dgemm.calc_diff(out[g], expected[g]) < DIFF_BAR, f"group {g} (K={ks[g]})"
 
 
+# Widths whose last 8/16/24 columns go through the reduce epilogue's unswizzled tail chunk
+# (probes: `bench_wgrad --tile`), alone and in clusters; N cuts the last tile inside its tail
+# and inside a full chunk; M leaves an odd block count (a pair's idle CTA).
+@pytest.mark.parametrize("block_n, multicast, on_a",
+                         [(136, 1, False), (152, 1, False), (152, 2, False), (120, 2, True),
+                          (144, 1, False)])
+@pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384)])
+def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    import dataclasses
+    from dgemm.kernels import hopper_wgrad
+    heuristic = hopper_wgrad.select
+
+    def forced(*args, **kwargs):
+        return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
+                                   num_stages=hopper_wgrad.num_stages(block_n),
+                                   num_tma_multicast=multicast, multicast_on_a=on_a)
+    dgemm.jit.state.reset()               # no remembered plan of another width answers
+    monkeypatch.setattr(hopper_wgrad, "select", forced)
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda") * 32
+    out = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
+    torch.cuda.synchronize()
+    assert not out.isnan().any(), "an element of d was not written"
+    assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
+
+
 def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a wgrad kernel needs Hopper")
