@@ -1,0 +1,60 @@
+"""The autotuner's timer against the benchmarks' timer, on the same candidates and inputs:
+
+    python -m bench.probe_tuner --shape M,N,K [--shape ...] [--repeats 3]
+
+For the dense class of each shape it prints the cost model's DGEMM_AUTOTUNE_TOP_K candidates'
+times from `dgemm.autotune.timing.time_candidates` (`--repeats` separate calls, as a tune
+would make one) and from `bench.timing.interleaved_samples` (profiler kernel times, L2
+flushed, rotating rounds) on the tuner's own representative problem. A timer that orders the
+candidates differently from the other explains a decision that loses to the heuristic in a
+benchmark (bench/NOTES.md, session 16 w8/w9).
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import dgemm
+from bench import timing
+from dgemm import kernels
+from dgemm.autotune import classes, timing as tuner_timing
+from dgemm.autotune.tuner import tile_name
+from dgemm.jit import env
+from dgemm.kernels import hopper_fp8, loader
+
+
+def probe(m: int, n: int, k: int, repeats: int) -> None:
+    cls = classes.shape_class("fp8_gemm_nt", m, n, k, 1, dgemm.get_num_sms(), hopper_fp8.ARCHS[0])
+    specs = classes.candidates(cls, env.autotune_top_k())
+    names = [tile_name(spec) for spec in specs]
+    print(f"\n{cls.describe()} (timed at M={classes.representative_m(cls)}): "
+          f"{', '.join(names)}; the first is the heuristic's", flush=True)
+    for r in range(repeats):
+        seconds = tuner_timing.time_candidates(specs, cls)
+        print(f"  tuner  #{r}: " + "  ".join(f"{name} {s * 1e6:7.2f}" for name, s in
+                                            zip(names, seconds)), flush=True)
+    (operands,) = tuner_timing._problems(cls, torch.device("cuda"))
+    loaded = [loader.get_kernel(spec, None) for spec in specs]
+
+    def call(spec, kernel):
+        return lambda: kernels.family(spec.kernel).launch(spec, *operands, kernel)
+    fns = {name: call(spec, kernel) for name, spec, kernel in zip(names, specs, loaded)}
+    samples = timing.interleaved_samples(fns, rounds=max(3, len(fns)), iters=10)
+    print("  bench    : " + "  ".join(f"{name} {timing.median(us):7.2f}"
+                                      for name, us in samples.items()), flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", action="append", required=True, help="M,N,K (repeatable)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    for text in args.shape:
+        m, n, k = (int(x) for x in text.split(","))
+        probe(m, n, k, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
