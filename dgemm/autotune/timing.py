@@ -11,7 +11,11 @@ so no candidate reads operands another left in L2, and is bracketed by CUDA even
 current stream. Each round starts with a spin kernel long enough for the host to enqueue the
 whole round behind it: otherwise the GPU would wait for each launch (tens of microseconds of
 Python) between the start event and the kernel, and small kernels would be timed as host
-overhead. One synchronize at the end reads every event; a candidate's time is the mean of the
+overhead. After the spin comes one untimed launch, and each round starts at the next candidate
+(round r at candidate r mod their count): the first kernel after the spin ran 5..9 us slower
+than the same kernel later in the round (bench/NOTES.md, session 16 w10), which with a fixed
+order always hit the heuristic's pick, timed first, and made decisions lose to it by up to 12%.
+One synchronize at the end reads every event; a candidate's time is the mean of the
 middle half of its rounds (events resolve about half a microsecond, a few percent of a small
 kernel: averaging many rounds resolves finer than a median can), for the masked layout summed
 over its row-count draws (`classes.MASKED_DRAWS`). A
@@ -69,9 +73,13 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
         for item in items:
             launch(item)                # warm-up: first-touch costs stay out of the figures
         events = {item: [] for item in items}
-        for _ in range(repeats):
-            torch.cuda._sleep(_SPIN_CYCLES_PER_LAUNCH * len(items))
-            for item in items:
+        for round_index in range(repeats):
+            torch.cuda._sleep(_SPIN_CYCLES_PER_LAUNCH * (len(items) + 1))
+            first = round_index % len(items)
+            order = items[first:] + items[:first]
+            flush.zero_()
+            launch(order[0])            # untimed: takes the slow start after the spin
+            for item in order:
                 flush.zero_()
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 start.record()
