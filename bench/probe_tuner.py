@@ -5,7 +5,8 @@
 For the dense class of each shape it prints the cost model's DGEMM_AUTOTUNE_TOP_K candidates'
 times from `dgemm.autotune.timing.time_candidates` (`--repeats` separate calls, as a tune
 would make one) and from `bench.timing.interleaved_samples` (profiler kernel times, L2
-flushed, rotating rounds) on the tuner's own representative problem. A timer that orders the
+flushed, rotating rounds) on the tuner's own representative problem, and back-to-back bursts
+timed with CUDA events (no flush between launches). A timer that orders the
 candidates differently from the other explains a decision that loses to the heuristic in a
 benchmark (bench/NOTES.md, session 16 w8/w9).
 """
@@ -43,6 +44,24 @@ def probe(m: int, n: int, k: int, repeats: int) -> None:
     samples = timing.interleaved_samples(fns, rounds=max(3, len(fns)), iters=10)
     print("  bench    : " + "  ".join(f"{name} {timing.median(us):7.2f}"
                                       for name, us in samples.items()), flush=True)
+    print("  burst    : " + "  ".join(f"{name} {_burst_us(fn):7.2f}" for name, fn in fns.items()),
+          flush=True)
+
+
+def _burst_us(fn, launches: int = 20) -> float:
+    """CUDA-event time of `launches` back-to-back calls (no flush between them) per call,
+    behind a spin that covers the host's enqueueing: per-launch costs outside the kernel
+    (what the tuner's events see and the profiler's kernel times do not) amortised."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(200_000 * launches)
+    start.record()
+    for _ in range(launches):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / launches
 
 
 def main(argv=None) -> int:
