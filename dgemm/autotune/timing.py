@@ -6,21 +6,21 @@ of the class's representative size.
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
 warm up, then timed `repeats` times in interleaved rounds (candidate 1, 2, ..., 1, 2, ...) so a
-clock change touches them all alike. Each timed launch follows a write of twice the L2 size,
-so no candidate reads operands another left in L2, and is bracketed by CUDA events on the
-current stream. Each round starts with a spin kernel long enough for the host to enqueue the
-whole round behind it: otherwise the GPU would wait for each launch (tens of microseconds of
-Python) between the start event and the kernel, and small kernels would be timed as host
-overhead. After the spin comes one untimed launch, and each round starts at the next candidate
-(round r at candidate r mod their count): the first kernel after the spin ran 5..9 us slower
-than the same kernel later in the round (bench/NOTES.md, session 16 w10), which with a fixed
-order always hit the heuristic's pick, timed first, and made decisions lose to it by up to 12%.
-One synchronize at the end reads every event; a candidate's time is the mean of the
-middle half of its rounds (events resolve about half a microsecond, a few percent of a small
-kernel: averaging many rounds resolves finer than a median can), for the masked layout summed
-over its row-count draws (`classes.MASKED_DRAWS`). A
-candidate that cannot be loaded (compile error, a kernel missing under DGEMM_DISABLE_JIT) gets
-`inf`.
+clock change touches them all alike; round r starts at candidate r (mod their count), so none
+is always first. Each timed launch follows a write of twice the L2 size, so no candidate reads
+operands another left in L2. A launch's time is its kernel's own duration from the profiler's
+kernel records (CUPTI), as the benchmarks take it (bench/timing.py); a candidate's time is the
+mean of the middle half of its rounds, for the masked layout summed over its row-count draws
+(`classes.MASKED_DRAWS`). A candidate that cannot be loaded (compile error, a kernel missing
+under DGEMM_DISABLE_JIT) gets `inf`.
+
+Where the profiler cannot run (a build without it, another profiling session active) the
+launches are timed between CUDA events, behind a spin kernel long enough for the host to
+enqueue the whole round (else the GPU would wait for each launch between the start event and
+the kernel). Event times hold more than the kernel: timed that way the heuristic's pick, first
+in every round after the spin, ran 5..9 us slow, and tiles near the shared-memory limit pay
+3..9 us between the flush and the kernel that the profiler leaves out; decisions made so lost
+to the heuristic by up to 12% in the benchmarks (bench/NOTES.md, session 16 w8-w12).
 
 Inputs are random FP8 with positive scales from a fixed seed, in the layouts the launchers take
 (docs/architecture.md, "Launch contract"). Allocating them may fail on a busy GPU: the caller
@@ -44,10 +44,13 @@ _DEFAULT_L2_BYTES = 50 << 20        # H100/H200: 50 MiB, when the device does no
 # Spin per launch queued behind it: ~100 us at 1.98 GHz covers the host's flush, two event
 # records and one launch through Python.
 _SPIN_CYCLES_PER_LAUNCH = 200_000
+# Every kernel the tuner times is a Hopper GEMM (dgemm::fp8_gemm_kernel<...>); the flushes are
+# memsets.
+_GEMM_KERNEL = "fp8_gemm_kernel"
 
 
 def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 20) -> list:
-    """Median seconds of each spec on the class's representative problem (inf: not runnable)."""
+    """Seconds of each spec on the class's representative problem (inf: not runnable)."""
     if device_index is None:
         device_index = torch.cuda.current_device()
     device = torch.device("cuda", device_index)
@@ -72,25 +75,84 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
 
         for item in items:
             launch(item)                # warm-up: first-touch costs stay out of the figures
-        events = {item: [] for item in items}
-        for round_index in range(repeats):
-            torch.cuda._sleep(_SPIN_CYCLES_PER_LAUNCH * (len(items) + 1))
-            first = round_index % len(items)
-            order = items[first:] + items[:first]
-            flush.zero_()
-            launch(order[0])            # untimed: takes the slow start after the spin
+        torch.cuda.synchronize(device)
+        samples = _profiled(items, launch, flush, repeats, device) if items else {}
+        if samples is None:
+            samples = _event_timed(items, launch, flush, repeats, device)
+    seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
+    for (i, _), times in samples.items():
+        seconds[i] += _middle_mean(times)
+    return seconds
+
+
+def _rounds(items: list, repeats: int):
+    """Each round's order: round r starts at item r (mod their count), so no candidate is
+    always first (or last) after the flush."""
+    for round_index in range(repeats):
+        first = round_index % len(items)
+        yield items[first:] + items[:first]
+
+
+def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
+    """{item: [kernel seconds per round]} from the profiler's kernel records (CUPTI), as the
+    benchmarks time (bench/timing.py): each launch after an L2 flush, the kernel's own
+    duration. None when the profiler cannot run here (not built in, another session active)
+    or its records do not line up with the launches."""
+    order = [item for round_order in _rounds(items, repeats) for item in round_order]
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as session:
             for item in order:
                 flush.zero_()
-                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                start.record()
                 launch(item)
-                end.record()
-                events[item].append((start, end))
-        torch.cuda.synchronize(device)
-    seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
-    for (i, _), pairs in events.items():
-        seconds[i] += _middle_mean([s.elapsed_time(e) / 1e3 for s, e in pairs])
-    return seconds
+            torch.cuda.synchronize(device)
+        records = sorted((event.time_range.start, _device_us(event))
+                         for event in session.events()
+                         if event.device_type == torch.autograd.DeviceType.CUDA
+                         and _GEMM_KERNEL in event.name)
+    except Exception as error:          # no Kineto, a profiler already running, ...
+        logger.info("dgemm.autotune: profiler timing unavailable (%s: %s); timing with "
+                    "CUDA events", type(error).__name__, error)
+        return None
+    if len(records) != len(order) or not all(us > 0 for _, us in records):
+        logger.info("dgemm.autotune: %d kernel records for %d launches; timing with CUDA "
+                    "events", len(records), len(order))
+        return None
+    samples = {item: [] for item in items}
+    for item, (_, us) in zip(order, records):
+        samples[item].append(us / 1e6)
+    return samples
+
+
+def _device_us(event) -> float:
+    for name in ("device_time", "cuda_time"):
+        value = getattr(event, name, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _event_timed(items: list, launch, flush, repeats: int, device) -> dict:
+    """{item: [seconds per round]} between CUDA events around each launch, behind a spin that
+    covers the host's enqueueing, the first launch after the spin untimed (it ran 5..9 us
+    slow). These times also hold what happens between the flush and the kernel: 3..9 us more
+    than the kernel's own duration, the most for tiles near the shared-memory limit
+    (bench/NOTES.md, session 16 w10-w12), so the profiler's are preferred."""
+    events = {item: [] for item in items}
+    for order in _rounds(items, repeats):
+        torch.cuda._sleep(_SPIN_CYCLES_PER_LAUNCH * (len(items) + 1))
+        flush.zero_()
+        launch(order[0])
+        for item in order:
+            flush.zero_()
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            launch(item)
+            end.record()
+            events[item].append((start, end))
+    torch.cuda.synchronize(device)
+    return {item: [start.elapsed_time(end) / 1e3 for start, end in pairs]
+            for item, pairs in events.items()}
 
 
 def _middle_mean(samples: list) -> float:
