@@ -5,8 +5,9 @@
 For the dense class of each shape it prints the cost model's DGEMM_AUTOTUNE_TOP_K candidates'
 times from `dgemm.autotune.timing.time_candidates` (`--repeats` separate calls, as a tune
 would make one) and from `bench.timing.interleaved_samples` (profiler kernel times, L2
-flushed, rotating rounds) on the tuner's own representative problem, and back-to-back bursts
-timed with CUDA events (no flush between launches). A timer that orders the
+flushed, rotating rounds) on the tuner's own representative problem, back-to-back bursts
+timed with CUDA events (no flush between launches), and the first two candidates timed alone
+(the same kernel every launch) and alternating (each launch after the other kernel). A timer that orders the
 candidates differently from the other explains a decision that loses to the heuristic in a
 benchmark (bench/NOTES.md, session 16 w8/w9).
 """
@@ -46,6 +47,35 @@ def probe(m: int, n: int, k: int, repeats: int) -> None:
                                       for name, us in samples.items()), flush=True)
     print("  burst    : " + "  ".join(f"{name} {_burst_us(fn):7.2f}" for name, fn in fns.items()),
           flush=True)
+    # The first two candidates, each after an L2 flush: alone (the same kernel every launch)
+    # and alternating (each launch follows the other kernel): what the profiler gives each.
+    first, second = list(fns.items())[:2]
+    alone = [_profiled_us([first[1]] * 20), _profiled_us([second[1]] * 20)]
+    mixed = _profiled_us([first[1], second[1]] * 10)
+    print(f"  alone    : {first[0]} {_mean(alone[0]):7.2f}  {second[0]} {_mean(alone[1]):7.2f}",
+          flush=True)
+    print(f"  alternate: {first[0]} {_mean(mixed[0::2]):7.2f}  {second[0]} "
+          f"{_mean(mixed[1::2]):7.2f}", flush=True)
+
+
+def _mean(values: list) -> float:
+    return sum(values) / len(values)
+
+
+def _profiled_us(calls: list) -> list:
+    """Profiler kernel time of each call of `calls` (one kernel each), L2 flushed before each."""
+    flush = torch.empty(timing.FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    calls[0]()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for call in calls:
+            flush.zero_()
+            call()
+        torch.cuda.synchronize()
+    records = sorted((e.time_range.start, timing._kernel_us(e)) for e in prof.events()
+                     if e.device_type == torch.autograd.DeviceType.CUDA
+                     and "fp8_gemm_kernel" in e.name)
+    return [us for _, us in records]
 
 
 def _burst_us(fn, launches: int = 20) -> float:
