@@ -393,3 +393,26 @@ def test_tune_with_bad_input_exits_2(args, extra_env):
     result = _cli(*args, extra_env=extra_env)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_timer_leaves_a_callers_profiling_session_alone():
+    """Inside the caller's torch.profiler session the tuner does not try to open its own
+    (torch refuses a second one with a warning in the caller's output): the profiler path
+    declines before any launch, and the CUDA-event timer takes over (bench/NOTES.md, session
+    16 w13)."""
+    import warnings
+
+    import torch
+
+    from dgemm.autotune import timing
+
+    launched = []
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert timing._profiler_running()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert timing._profiled([(0, 0)], launched.append, None, 3, None) is None
+        assert [str(w.message) for w in caught] == []
+        assert timing._profiler_running(), "the caller's session was stopped"
+    assert launched == []
+    assert not timing._profiler_running()

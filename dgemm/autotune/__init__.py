@@ -4,7 +4,8 @@ through the cache tiers, so every process and node runs the same kernel without 
 
     classes   shape classes (M buckets), their representative problems and decision keys
     tuner     the launch path's hook and `tune_class`
-    timing    the GPU timer (L2 flushed between launches, CUDA events, trimmed means)
+    timing    the GPU timer (L2 flushed between launches, the profiler's kernel times or
+              CUDA events, trimmed means)
 
 GPU-free to import: `timing` (torch.cuda work) is imported only to time.
 """

@@ -99,6 +99,8 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     duration. None when the profiler cannot run here (not built in, another session active)
     or its records do not line up with the launches."""
     order = [item for round_order in _rounds(items, repeats) for item in round_order]
+    if _profiler_running():
+        return None                     # the caller's own session: leave it alone
     try:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as session:
@@ -122,6 +124,13 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     for item, (_, us) in zip(order, records):
         samples[item].append(us / 1e6)
     return samples
+
+
+def _profiler_running() -> bool:
+    """Whether a profiling session (the caller's) is active in this process: starting and
+    stopping ours inside it would end theirs."""
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    return bool(enabled()) if enabled is not None else True
 
 
 def _device_us(event) -> float:
