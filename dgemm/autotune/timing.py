@@ -108,7 +108,7 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
                 flush.zero_()
                 launch(item)
             torch.cuda.synchronize(device)
-        records = sorted((event.time_range.start, _device_us(event))
+        records = sorted((event.time_range.start, kernel_record_us(event))
                          for event in session.events()
                          if event.device_type == torch.autograd.DeviceType.CUDA
                          and _GEMM_KERNEL in event.name)
@@ -133,7 +133,9 @@ def _profiler_running() -> bool:
     return bool(enabled()) if enabled is not None else True
 
 
-def _device_us(event) -> float:
+def kernel_record_us(event) -> float:
+    """A profiler kernel record's duration in microseconds (torch names it device_time, older
+    releases cuda_time)."""
     for name in ("device_time", "cuda_time"):
         value = getattr(event, name, None)
         if value is not None:
