@@ -98,9 +98,9 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     benchmarks time (bench/timing.py): each launch after an L2 flush, the kernel's own
     duration. None when the profiler cannot run here (not built in, another session active)
     or its records do not line up with the launches."""
-    order = [item for round_order in _rounds(items, repeats) for item in round_order]
     if _profiler_running():
         return None                     # the caller's own session: leave it alone
+    order = [item for round_order in _rounds(items, repeats) for item in round_order]
     try:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as session:
@@ -127,8 +127,8 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
 
 
 def _profiler_running() -> bool:
-    """Whether a profiling session (the caller's) is active in this process: starting and
-    stopping ours inside it would end theirs."""
+    """Whether a profiling session (the caller's) is active in this process: torch refuses a
+    second one (with a warning in the caller's output), so the events time instead."""
     enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
     return bool(enabled()) if enabled is not None else True
 
