@@ -3,13 +3,13 @@
     python -m bench.probe_tuner --shape M,N,K [--shape ...] [--repeats 3]
 
 For the dense class of each shape it prints the cost model's DGEMM_AUTOTUNE_TOP_K candidates'
-times from `dgemm.autotune.timing.time_candidates` (`--repeats` separate calls, as a tune
-would make one) and from `bench.timing.interleaved_samples` (profiler kernel times, L2
-flushed, rotating rounds) on the tuner's own representative problem, back-to-back bursts
-timed with CUDA events (no flush between launches), and the first two candidates timed alone
-(the same kernel every launch) and alternating (each launch after the other kernel). A timer that orders the
-candidates differently from the other explains a decision that loses to the heuristic in a
-benchmark (bench/NOTES.md, session 16 w8/w9).
+times from `dgemm.autotune.timing.time_candidates` with either clock (`--repeats` separate
+calls each, as a tune would make one) and from `bench.timing.interleaved_samples` (profiler
+kernel times, L2 flushed, rotating rounds) on the tuner's own representative problem,
+back-to-back bursts timed with CUDA events (no flush between launches), and the first two
+candidates timed alone (the same kernel every launch) and alternating (each launch after the
+other kernel). A timer that orders the candidates differently from the other explains a
+decision that loses to the heuristic in a benchmark (bench/NOTES.md, session 16 w8-w14).
 """
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ def probe(m: int, n: int, k: int, repeats: int) -> None:
     print(f"\n{cls.describe()} (timed at M={classes.representative_m(cls)}): "
           f"{', '.join(names)}; the first is the heuristic's", flush=True)
     for r in range(repeats):
-        seconds = tuner_timing.time_candidates(specs, cls)
-        print(f"  tuner  #{r}: " + "  ".join(f"{name} {s * 1e6:7.2f}" for name, s in
-                                            zip(names, seconds)), flush=True)
+        for clock, profiler in (("events", False), ("profiler", True)):
+            seconds = tuner_timing.time_candidates(specs, cls, profiler=profiler)
+            print(f"  tuner {clock:8} #{r}: " + "  ".join(
+                f"{name} {s * 1e6:7.2f}" for name, s in zip(names, seconds)), flush=True)
     (operands,) = tuner_timing._problems(cls, torch.device("cuda"))
     loaded = [loader.get_kernel(spec, None) for spec in specs]
 
@@ -72,9 +73,12 @@ def _profiled_us(calls: list) -> list:
             flush.zero_()
             call()
         torch.cuda.synchronize()
-    records = sorted((e.time_range.start, timing._kernel_us(e)) for e in prof.events()
+    records = sorted((e.time_range.start, tuner_timing.kernel_record_us(e))
+                     for e in prof.events()
                      if e.device_type == torch.autograd.DeviceType.CUDA
-                     and "fp8_gemm_kernel" in e.name)
+                     and tuner_timing._GEMM_KERNEL in e.name)
+    if len(records) != len(calls):
+        raise RuntimeError(f"{len(records)} GEMM kernel records for {len(calls)} calls")
     return [us for _, us in records]
 
 

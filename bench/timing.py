@@ -17,10 +17,6 @@ FLUSH_BYTES = 256 << 20
 _FLUSH_KERNEL_HINTS = ("fill", "memset", "Fill")
 
 
-# A profiler kernel record's microseconds: the autotuner reads its records the same way.
-_kernel_us = kernel_record_us
-
-
 def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
     """Mean CUDA-kernel time of one `fn()` call (all kernels it launches), L2 flushed before each."""
     flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
@@ -38,7 +34,7 @@ def kernel_time_us(fn, iters: int = 20, warmup: int = 3) -> float:
             continue
         if any(h in event.name for h in _FLUSH_KERNEL_HINTS):
             continue
-        total += _kernel_us(event)
+        total += kernel_record_us(event)
     return total / iters
 
 
@@ -90,7 +86,7 @@ def round_times(fns: dict, iters: int = 20, warmup: int = 3):
                 fn()
             torch.cuda._sleep(1)
         torch.cuda.synchronize()
-    kernels = [(e.time_range.start, e.name, _kernel_us(e)) for e in prof.events()
+    kernels = [(e.time_range.start, e.name, kernel_record_us(e)) for e in prof.events()
                if e.device_type == torch.autograd.DeviceType.CUDA]
     totals = split_at_markers(kernels, len(fns))
     return None if totals is None else {name: t / iters for name, t in zip(fns, totals)}

@@ -416,3 +416,98 @@ def test_the_timer_leaves_a_callers_profiling_session_alone():
         assert timing._profiler_running(), "the caller's session was stopped"
     assert launched == []
     assert not timing._profiler_running()
+
+
+def test_timer_rounds_rotate_so_no_candidate_is_always_first():
+    from dgemm.autotune import timing
+    rounds = list(timing._rounds(["a", "b", "c"], 6))
+    assert [r[0] for r in rounds] == ["a", "b", "c", "a", "b", "c"]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+
+
+class _FakeProfile:
+    """torch.profiler.profile's shape for `timing._profiled`: one flush record and one GEMM
+    record per launch (plus a GEMM on another device), each GEMM lasting `durations[item]` us."""
+    launches: list = []
+    entered = exited = 0
+    drop_one = False
+
+    def __init__(self, activities):
+        pass
+
+    def __enter__(self):
+        type(self).entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        type(self).exited += 1
+        return False
+
+    def events(self):
+        import types
+
+        import torch
+        cuda = torch.autograd.DeviceType.CUDA
+
+        def record(start, name, us, device=0):
+            return types.SimpleNamespace(device_type=cuda, name=name, device_index=device,
+                                         time_range=types.SimpleNamespace(start=start),
+                                         device_time=us)
+        out = [record(-1, "void dgemm::fp8_gemm_kernel<7>(...)", 999.0, device=1)]
+        for t, item in enumerate(self.launches):
+            out.append(record(10 * t, "at::native::vectorized_elementwise_kernel (fill)", 5.0))
+            out.append(record(10 * t + 1, "void dgemm::fp8_gemm_kernel<1>(...)",
+                              {"a": 2.0, "b": 3.0}[item[0]]))
+        if self.drop_one:
+            out.pop()
+        return list(reversed(out))                  # the timer orders them itself
+
+
+@pytest.fixture
+def fake_profiler(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    _FakeProfile.launches, _FakeProfile.entered, _FakeProfile.exited = [], 0, 0
+    _FakeProfile.drop_one = False
+    return _FakeProfile
+
+
+def test_profiled_times_are_the_gemm_records_of_this_device_in_launch_order(fake_profiler):
+    import torch
+
+    from dgemm.autotune import timing
+    flush = _no_flush()
+    items = [("a", 0), ("b", 0)]
+    samples = timing._profiled(items, fake_profiler.launches.append, flush, 3,
+                               torch.device("cuda", 0))
+    assert samples == {("a", 0): [2e-6] * 3, ("b", 0): [3e-6] * 3}
+    assert fake_profiler.launches == [items[0], items[1], items[1], items[0], items[0], items[1]]
+    assert fake_profiler.entered == fake_profiler.exited == 1
+
+
+def test_profiled_records_that_do_not_line_up_fall_back_to_events(fake_profiler):
+    import torch
+
+    from dgemm.autotune import timing
+    fake_profiler.drop_one = True
+    assert timing._profiled([("a", 0), ("b", 0)], fake_profiler.launches.append,
+                            _no_flush(), 2, torch.device("cuda", 0)) is None
+
+
+def test_a_failing_launch_reaches_the_caller_and_stops_the_profiler(fake_profiler):
+    import torch
+
+    from dgemm.autotune import timing
+
+    def launch(item):
+        raise ValueError("bad launch")
+    with pytest.raises(ValueError, match="bad launch"):
+        timing._profiled([("a", 0)], launch, _no_flush(), 2,
+                         torch.device("cuda", 0))
+    assert fake_profiler.entered == fake_profiler.exited == 1
+
+
+def _no_flush():
+    import types
+    return types.SimpleNamespace(zero_=lambda: None)

@@ -136,8 +136,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                                      BLOCK_M * 4 + BLOCK_N * 4;
     // The reduce epilogue: per warpgroup 64 rows x BLOCK_N fp32 as 32-column chunks of 64 rows
     // x 128 bytes, 128B-swizzled (the TMA box of tma_d), then the tail's 64 rows x kTailColumns
-    // row-major (the box of tma_d_tail). Its rows of 32/64/96 bytes spread a warp's 8 rows
-    // over the banks as DeepGEMM's 8-mod-16-wide tiles do.
+    // row-major (the box of tma_d_tail). A warp's 8-byte stores to 8 rows of 32 or 96 bytes
+    // meet no bank twice; rows of 64 bytes (16-column tails) meet each bank twice.
     constexpr uint32_t kChunkColumns = 32, kChunkBytes = 64 * 128;
     constexpr uint32_t kFullChunks = BLOCK_N / kChunkColumns;
     constexpr uint32_t kTailColumns = BLOCK_N % kChunkColumns;
@@ -329,7 +329,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             const uint32_t d_index = groups.d_index[tile.group];
             if (reduce_into_d) {
                 // Registers -> 128B-swizzled chunks (the 16-byte unit of column c in row r
-                // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns.
+                // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns,
+                // then the tail's columns row-major -> one `d += tail`.
                 if (store_leader)
                     tma_store_wait<true>();           // the last tile's reductions read it
                 named_barrier_sync(barrier_id, 128);
@@ -365,9 +366,10 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                                               static_cast<int32_t>(tile.m0 + wg_row0),
                                               static_cast<int32_t>(d_index));
                     }
-                    if (kTailColumns != 0 and tile.n0 + kFullChunks * kChunkColumns < SHAPE_N)
+                    const uint32_t tail_n0 = tile.n0 + kFullChunks * kChunkColumns;
+                    if (kTailColumns != 0 and tail_n0 < SHAPE_N)
                         tma_reduce_add_3d(&tma_d_tail, wg_smem_d + kFullChunks * kChunkBytes,
-                                          static_cast<int32_t>(tile.n0 + kFullChunks * kChunkColumns),
+                                          static_cast<int32_t>(tail_n0),
                                           static_cast<int32_t>(tile.m0 + wg_row0),
                                           static_cast<int32_t>(d_index));
                     tma_store_commit();

@@ -6,21 +6,26 @@ of the class's representative size.
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
 warm up, then timed `repeats` times in interleaved rounds (candidate 1, 2, ..., 1, 2, ...) so a
-clock change touches them all alike; round r starts at candidate r (mod their count), so none
-is always first. Each timed launch follows a write of twice the L2 size, so no candidate reads
-operands another left in L2. A launch's time is its kernel's own duration from the profiler's
-kernel records (CUPTI), as the benchmarks take it (bench/timing.py); a candidate's time is the
-mean of the middle half of its rounds, for the masked layout summed over its row-count draws
+clock change touches them all alike; round r starts at launch r of the round (mod their
+count), so no candidate is always first. Each timed launch follows a write of twice the L2
+size, so no candidate reads operands another left in L2. A candidate's time is the mean of the
+middle half of its rounds, for the masked layout summed over its row-count draws
 (`classes.MASKED_DRAWS`). A candidate that cannot be loaded (compile error, a kernel missing
 under DGEMM_DISABLE_JIT) gets `inf`.
 
-Where the profiler cannot run (a build without it, another profiling session active) the
-launches are timed between CUDA events, behind a spin kernel long enough for the host to
-enqueue the whole round (else the GPU would wait for each launch between the start event and
-the kernel). Event times hold more than the kernel: timed that way the heuristic's pick, first
-in every round after the spin, ran 5..9 us slow, and tiles near the shared-memory limit pay
-3..9 us between the flush and the kernel that the profiler leaves out; decisions made so lost
-to the heuristic by up to 12% in the benchmarks (bench/NOTES.md, session 16 w8-w12).
+Two clocks:
+- `profiler=True` (a tuning step of its own: `tune_class`, so `dgemm-cache tune` and the
+  benchmarks' --autotune): each kernel's own duration from the profiler's kernel records
+  (CUPTI), as the benchmarks take it (bench/timing.py).
+- otherwise (a class first met inside a running job, or where the profiler cannot run: a build
+  without it, the caller's own session active): CUDA events around each launch, behind a spin
+  kernel long enough for the host to enqueue the whole round (else the GPU would wait for each
+  launch between the start event and the kernel), the round's first launch untimed. A job's
+  process never starts a profiler of ours (CUPTI left attached could slow its later launches).
+  Event times hold more than the kernel: tiles near the shared-memory limit pay 3..9 us between
+  the flush and the kernel that the profiler leaves out, and before the untimed launch the
+  heuristic's pick, first after the spin, ran 5..9 us slow; decisions made so lost to the
+  heuristic by up to 12% in the benchmarks (bench/NOTES.md, session 16 w8-w14).
 
 Inputs are random FP8 with positive scales from a fixed seed, in the layouts the launchers take
 (docs/architecture.md, "Launch contract"). Allocating them may fail on a busy GPU: the caller
@@ -49,8 +54,10 @@ _SPIN_CYCLES_PER_LAUNCH = 200_000
 _GEMM_KERNEL = "fp8_gemm_kernel"
 
 
-def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 20) -> list:
-    """Seconds of each spec on the class's representative problem (inf: not runnable)."""
+def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 20, *,
+                    profiler: bool = False) -> list:
+    """Seconds of each spec on the class's representative problem (inf: not runnable);
+    `profiler`: the kernels' own durations from the profiler's records (module docstring)."""
     if device_index is None:
         device_index = torch.cuda.current_device()
     device = torch.device("cuda", device_index)
@@ -76,7 +83,7 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
         for item in items:
             launch(item)                # warm-up: first-touch costs stay out of the figures
         torch.cuda.synchronize(device)
-        samples = _profiled(items, launch, flush, repeats, device) if items else {}
+        samples = _profiled(items, launch, flush, repeats, device) if profiler and items else None
         if samples is None:
             samples = _event_timed(items, launch, flush, repeats, device)
     seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
@@ -103,18 +110,28 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     order = [item for round_order in _rounds(items, repeats) for item in round_order]
     try:
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as session:
-            for item in order:
-                flush.zero_()
-                launch(item)
-            torch.cuda.synchronize(device)
+        session = profile(activities=[ProfilerActivity.CUDA])
+        session.__enter__()
+    except Exception as error:          # no Kineto, a profiler that cannot start, ...
+        logger.info("dgemm.autotune: profiler timing unavailable (%s: %s); timing with "
+                    "CUDA events", type(error).__name__, error)
+        return None
+    try:                                # a launch's own error reaches the caller
+        for item in order:
+            flush.zero_()
+            launch(item)
+        torch.cuda.synchronize(device)
+    finally:
+        session.__exit__(None, None, None)
+    try:
         records = sorted((event.time_range.start, kernel_record_us(event))
                          for event in session.events()
                          if event.device_type == torch.autograd.DeviceType.CUDA
+                         and getattr(event, "device_index", device.index) == device.index
                          and _GEMM_KERNEL in event.name)
-    except Exception as error:          # no Kineto, a profiler already running, ...
-        logger.info("dgemm.autotune: profiler timing unavailable (%s: %s); timing with "
-                    "CUDA events", type(error).__name__, error)
+    except Exception as error:
+        logger.info("dgemm.autotune: unreadable profiler records (%s: %s); timing with CUDA "
+                    "events", type(error).__name__, error)
         return None
     if len(records) != len(order) or not all(us > 0 for _, us in records):
         logger.info("dgemm.autotune: %d kernel records for %d launches; timing with CUDA "

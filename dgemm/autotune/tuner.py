@@ -25,7 +25,8 @@ remembered, so a later eager call may still tune the class). Tiles forced with
 `heuristics.forced_tile` and the portable family are never tuned.
 
 `timer` (on both functions) is the seam for tests and tools: a callable
-(specs, shape_class, device_index) -> [seconds per spec]; default the GPU timer.
+(specs, shape_class, device_index) -> [seconds per spec]; default the GPU timer (the
+profiler's kernel records for `tune_class`, CUDA events for a call's class: autotune/timing.py).
 `is_capturing` likewise replaces torch's capture check.
 """
 from __future__ import annotations
@@ -95,8 +96,15 @@ def spec_for_call(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: i
 
 def tune_class(cls: ShapeClass, device_index: Optional[int] = None, *,
                timer: Optional[Timer] = None) -> Tuned:
-    """Resolve `cls` now: find its decision in a tier or time it (once in the cluster)."""
-    return _resolve(cls, device_index, timer, capturing=False)
+    """Resolve `cls` now: find its decision in a tier or time it (once in the cluster). A
+    tuning step of its own, so kernels are timed by the profiler's records (autotune/timing.py);
+    a class first met by a call inside a job is timed with CUDA events instead."""
+    return _resolve(cls, device_index, timer or _profiled_timer, capturing=False)
+
+
+def _profiled_timer(specs: list, cls, device_index) -> list:
+    from .timing import time_candidates     # torch.cuda work only when timing for real
+    return time_candidates(specs, cls, device_index, profiler=True)
 
 
 def published_spec(cls: ShapeClass) -> Optional[KernelSpec]:

@@ -166,19 +166,17 @@ def _scales_desc(ptr: int, rows: int, k_blocks: int, row_stride: int, box_rows: 
                  _NO_SWIZZLE)
 
 
-def _d_desc(ptr: int, groups: int, m: int, n: int):
+def _d_desc(ptr: int, groups: int, m: int, n: int, box=_D_BOX, swizzle=_SWIZZLE_128B):
     import torch
-    return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), _D_BOX, _SWIZZLE_128B)
+    return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), box, swizzle)
 
 
 def _d_tail_desc(ptr: int, groups: int, m: int, n: int, block_n: int):
     """The last block_n % 32 columns of a tile: one unswizzled box of them x 64 rows."""
-    import torch
     tail = block_n % _D_CHUNK_COLUMNS
     if not tail:
         return TmaDescriptor()
-    return _desc(ptr, torch.float32, (n, m, groups), (n * 4, m * n * 4), (tail, 64, 1),
-                 _NO_SWIZZLE)
+    return _d_desc(ptr, groups, m, n, (tail, _D_BOX[1], 1), _NO_SWIZZLE)
 
 
 def _reduce_into(c, d) -> bool:

@@ -132,12 +132,16 @@ def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
 
 
 # Widths whose last 8/16/24 columns go through the reduce epilogue's unswizzled tail chunk
-# (probes: `bench_wgrad --tile`), alone and in clusters; N cuts the last tile inside its tail
-# and inside a full chunk; M leaves an odd block count (a pair's idle CTA).
+# (probes: `bench_wgrad --tile`), alone and in clusters. "tail cut": N ends inside the last
+# tile's tail chunk (N % block_n past its full chunks), with 3 m-blocks (a pair sharing B has
+# an idle CTA); the other shapes end the last tile inside a full chunk or at its tail's end.
+_TAIL_CUT_N = {136: 1084, 152: 1052, 144: 1144, 120: 1060}
+
+
 @pytest.mark.parametrize("block_n, multicast, on_a",
                          [(136, 1, False), (152, 1, False), (152, 2, False), (120, 2, True),
                           (144, 1, False)])
-@pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384)])
+@pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384), (300, "tail cut", 384)])
 def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a wgrad kernel needs Hopper")
@@ -149,6 +153,9 @@ def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeyp
         return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
                                    num_stages=hopper_wgrad.num_stages(block_n),
                                    num_tma_multicast=multicast, multicast_on_a=on_a)
+    if n == "tail cut":
+        n = _TAIL_CUT_N[block_n]
+        assert 32 * (block_n // 32) < n % block_n < block_n
     dgemm.jit.state.reset()               # no remembered plan of another width answers
     monkeypatch.setattr(hopper_wgrad, "select", forced)
     a, a_value = _quantized(m, k)
