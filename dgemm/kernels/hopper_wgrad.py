@@ -27,7 +27,9 @@ BLOCK_M = 128                     # two math warpgroups of 64 rows
 BLOCK_K = 128
 BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 columns (+ the
                                       # final ones) fit the registers
-CANDIDATE_BLOCK_NS = (64, 96, 128, 160)   # what the heuristic weighs
+# What the heuristic weighs. NOTES: DeepGEMM's 136/152 widths ran slower per FLOP in this
+# kernel, alone and in clusters (bench/NOTES.md, session 16 w1-w3); they stay probes.
+CANDIDATE_BLOCK_NS = (64, 96, 128, 160)
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
