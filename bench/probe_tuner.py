@@ -14,6 +14,7 @@ decision that loses to the heuristic in a benchmark (bench/NOTES.md, session 16 
 from __future__ import annotations
 
 import argparse
+from statistics import fmean
 
 import torch
 
@@ -53,14 +54,10 @@ def probe(m: int, n: int, k: int, repeats: int) -> None:
     first, second = list(fns.items())[:2]
     alone = [_profiled_us([first[1]] * 20), _profiled_us([second[1]] * 20)]
     mixed = _profiled_us([first[1], second[1]] * 10)
-    print(f"  alone    : {first[0]} {_mean(alone[0]):7.2f}  {second[0]} {_mean(alone[1]):7.2f}",
+    print(f"  alone    : {first[0]} {fmean(alone[0]):7.2f}  {second[0]} {fmean(alone[1]):7.2f}",
           flush=True)
-    print(f"  alternate: {first[0]} {_mean(mixed[0::2]):7.2f}  {second[0]} "
-          f"{_mean(mixed[1::2]):7.2f}", flush=True)
-
-
-def _mean(values: list) -> float:
-    return sum(values) / len(values)
+    print(f"  alternate: {first[0]} {fmean(mixed[0::2]):7.2f}  {second[0]} "
+          f"{fmean(mixed[1::2]):7.2f}", flush=True)
 
 
 def _profiled_us(calls: list) -> list:
@@ -73,10 +70,7 @@ def _profiled_us(calls: list) -> list:
             flush.zero_()
             call()
         torch.cuda.synchronize()
-    records = sorted((e.time_range.start, tuner_timing.kernel_record_us(e))
-                     for e in prof.events()
-                     if e.device_type == torch.autograd.DeviceType.CUDA
-                     and tuner_timing._GEMM_KERNEL in e.name)
+    records = tuner_timing.gemm_kernel_records(prof.events(), torch.cuda.current_device())
     if len(records) != len(calls):
         raise RuntimeError(f"{len(records)} GEMM kernel records for {len(calls)} calls")
     return [us for _, us in records]
@@ -89,7 +83,7 @@ def _burst_us(fn, launches: int = 20) -> float:
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(200_000 * launches)
+    torch.cuda._sleep(tuner_timing._SPIN_CYCLES_PER_LAUNCH * launches)
     start.record()
     for _ in range(launches):
         fn()

@@ -124,11 +124,7 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     finally:
         session.__exit__(None, None, None)
     try:
-        records = sorted((event.time_range.start, kernel_record_us(event))
-                         for event in session.events()
-                         if event.device_type == torch.autograd.DeviceType.CUDA
-                         and getattr(event, "device_index", device.index) == device.index
-                         and _GEMM_KERNEL in event.name)
+        records = gemm_kernel_records(session.events(), device.index)
     except Exception as error:
         logger.info("dgemm.autotune: unreadable profiler records (%s: %s); timing with CUDA "
                     "events", type(error).__name__, error)
@@ -141,6 +137,15 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
     for item, (_, us) in zip(order, records):
         samples[item].append(us / 1e6)
     return samples
+
+
+def gemm_kernel_records(events, device_index) -> list:
+    """(start, us) of the GEMM kernels among a profiler session's `events` on one device, in
+    start order (flushes and other kernels left out)."""
+    return sorted((event.time_range.start, kernel_record_us(event)) for event in events
+                  if event.device_type == torch.autograd.DeviceType.CUDA
+                  and getattr(event, "device_index", device_index) == device_index
+                  and _GEMM_KERNEL in event.name)
 
 
 def _profiler_running() -> bool:
