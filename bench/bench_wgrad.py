@@ -157,16 +157,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tile", type=parse_tile, metavar="BLOCK_NxCLUSTER[a|b]",
                         help="force the Hopper wgrad tile, e.g. 160x2a (160 columns, clusters "
                              "of 2 sharing A), 128x1: a probe, not the heuristic")
-    parser.add_argument("--k-pass", type=int, metavar="K_BLOCKS",
-                        help="force passes of K_BLOCKS 128-wide K blocks over the tiles (0: one "
-                             "pass): a probe, not the default rule")
     args = parser.parse_args(argv)
     if args.tile:
         force_tile(*args.tile)
-    if args.k_pass is not None:
-        if args.k_pass < 0:
-            parser.error("--k-pass: a count of K blocks >= 0")
-        hopper_wgrad.forced_k_pass(args.k_pass)
     kinds = [kind for kind in args.kinds.split(",") if kind]
     unknown = sorted(set(kinds) - {"wgrad", "k_grouped"})
     if unknown:

@@ -92,13 +92,6 @@ struct Fp8WgradPlanCheck {
 //                 select the [M, N] slices. With `reduce_into_d` d already holds c.
 //   shape_m       M
 //   reduce_into_d 1: the reduce epilogue (tma_d), 0: the registers epilogue (c, d)
-//   k_pass_blocks, num_passes
-//                 K passes: pass p covers K blocks [p * k_pass_blocks, (p + 1) *
-//                 k_pass_blocks) of every group (one pass: num_passes 1, k_pass_blocks at
-//                 least the longest group's). Each pass walks every tile and adds its partial
-//                 sums to d, so only the reduce epilogue takes more than one. Why: with long
-//                 K the operand slices that the CTAs of a wave share outgrow L2 (bench/NOTES.md,
-//                 session 17); a pass bounds them by the pass's K.
 //   groups        see Fp8WgradGroups
 //   tma_scales_a  fp32 MN-major [K blocks, align(M, 4)] over every group, boxes BLOCK_M x 1
 //   tma_scales_b  fp32 MN-major [K blocks, align(N, 4)] over every group, boxes BLOCK_N x 1
@@ -116,7 +109,6 @@ template <uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K
           uint32_t kNumStages, uint32_t kNumSMs, uint32_t kNumMulticast, bool kMulticastOnA>
 __global__ void __launch_bounds__(kWgradProducerThreads + kWgradMathThreads, 1)
 fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_into_d,
-                 uint32_t k_pass_blocks, uint32_t num_passes,
                  const __grid_constant__ Fp8WgradGroups groups,
                  const __grid_constant__ TmaDescriptor tma_scales_a,
                  const __grid_constant__ TmaDescriptor tma_scales_b,
@@ -218,31 +210,20 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         return Tile{g, m_block * BLOCK_M, n_block * BLOCK_N};
     };
 
-    // This pass's K blocks of a group's tile (none once the group's K is used up).
-    struct KRange { uint32_t begin, end; };
-    auto k_range = [&](uint32_t group, uint32_t pass) {
-        const uint32_t num_k_blocks = groups.num_k_blocks[group];
-        const uint32_t begin = min(pass * k_pass_blocks, num_k_blocks);
-        return KRange{begin, min(begin + k_pass_blocks, num_k_blocks)};
-    };
-
     if (threadIdx.x < kWgradProducerThreads) {
         warpgroup_reg_dealloc<kNumTMARegisters>();
         if (warp_idx == 0 and elect_one_sync()) {
             uint32_t s = 0, phase = 0;         // the ring position, carried across tiles
-            for (uint32_t pass = 0; pass < num_passes; ++pass)
             for (uint32_t u = first_unit; u < num_units; u += unit_step) {
                 const Tile tile = tile_at(u);
-                const KRange ks = k_range(tile.group, pass);
-                if (ks.begin >= ks.end)
-                    continue;
                 const TmaDescriptor* map_a = &groups.a[tile.group];
                 const TmaDescriptor* map_b = &groups.b[tile.group];
+                const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
                 const int32_t kb0 = static_cast<int32_t>(groups.k_block_offset[tile.group]);
                 const int32_t m0 = static_cast<int32_t>(tile.m0);
                 const int32_t n0 = static_cast<int32_t>(tile.n0);
                 #pragma unroll 1
-                for (uint32_t k_block = ks.begin; k_block < ks.end; ++k_block) {
+                for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
                     empty_barriers[s].wait(phase ^ 1);
                     MBarrier* full = full_barriers + s;
                     // Boxes past M or N are zero-filled and still count their whole size.
@@ -285,18 +266,15 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 
         float accum[kNumAccum], final_accum[kNumAccum];
         uint32_t s = 0, phase = 0;
-        for (uint32_t pass = 0; pass < num_passes; ++pass)
-        for (uint32_t u = first_unit, first_of_pass = 1; u < num_units; u += unit_step) {
+        for (uint32_t u = first_unit; u < num_units; u += unit_step) {
             const Tile tile = tile_at(u);
-            const KRange ks = k_range(tile.group, pass);
-            if (ks.begin >= ks.end)
-                continue;
+            const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
 
             #pragma unroll 1
-            for (uint32_t k_block = ks.begin; k_block < ks.end; ++k_block) {
+            for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
                 full_barriers[s].wait(phase);
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
@@ -353,16 +331,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 // Registers -> 128B-swizzled chunks (the 16-byte unit of column c in row r
                 // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns,
                 // then the tail's columns row-major -> one `d += tail`.
-                if (store_leader) {
-                    // The last tile's reductions read it. At a pass's first tile: wait until
-                    // the last pass's reductions are done, so that every element of d takes
-                    // its passes' sums in pass order (the same result on every run).
-                    if (pass > 0 and first_of_pass)
-                        tma_store_wait<false>();
-                    else
-                        tma_store_wait<true>();
-                }
-                first_of_pass = 0;
+                if (store_leader)
+                    tma_store_wait<true>();           // the last tile's reductions read it
                 named_barrier_sync(barrier_id, 128);
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t byte_in_unit = (lane_idx % 2) * 8;

@@ -146,36 +146,10 @@ class Groups(ctypes.Structure):
                                              + 4) % 64))]
 
 
-# fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, k_pass_blocks, num_passes, groups,
-#                  tma_scales_a, tma_scales_b, tma_d, tma_d_tail)
-ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-                 ctypes.c_uint32, ctypes.c_uint32, Groups, TmaDescriptor, TmaDescriptor,
-                 TmaDescriptor, TmaDescriptor)
-
-# K blocks per pass over the tiles (header: k_pass_blocks). PLACEHOLDER until measured.
-PASS_K_BLOCKS = 32
-# A probe's pass length (K blocks; 0: one pass), set by `forced_k_pass`, or None.
-_forced_pass = state.Value("hopper_wgrad.forced_k_pass", None)
-
-
-def k_passes(max_k_blocks: int, reduce: bool) -> tuple:
-    """(K blocks per pass, passes) for a launch whose longest group has `max_k_blocks`.
-    Passes split K into near-equal runs of at most PASS_K_BLOCKS: each adds its partial sums
-    to d, so only the reduce epilogue can take more than one."""
-    forced = _forced_pass.get()
-    length = PASS_K_BLOCKS if forced is None else forced
-    if not reduce or length <= 0 or max_k_blocks <= length:
-        return max(1, max_k_blocks), 1
-    passes = ceil_div(max_k_blocks, length)
-    return ceil_div(max_k_blocks, passes), passes
-
-
-def forced_k_pass(k_blocks) -> None:
-    """Every later launch of this process runs passes of `k_blocks` K blocks (0: one pass;
-    None: the default rule). For benchmarks."""
-    if k_blocks is not None and (not isinstance(k_blocks, int) or k_blocks < 0):
-        raise ValueError(f"forced_k_pass: a count of K blocks >= 0 or None; got {k_blocks!r}")
-    _forced_pass.set(k_blocks)
+# fp8_wgrad_kernel(c, d, shape_m, reduce_into_d, groups, tma_scales_a, tma_scales_b, tma_d,
+#                  tma_d_tail)
+ARGS = ArgLayout(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, Groups,
+                 TmaDescriptor, TmaDescriptor, TmaDescriptor, TmaDescriptor)
 
 
 def _desc(*args):
@@ -240,7 +214,6 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
     share = ceil_div(len(groups), launches)
     for first in range(0, len(groups), share):
         chunk = groups[first:first + share]
-        pass_blocks, passes = k_passes(max(k for _, k, *_ in chunk) // BLOCK_K, reduce)
         block = Groups(num_groups=len(chunk))
         for i, (d_index, k, kb_offset, a_ptr, b_ptr) in enumerate(chunk):
             block.a[i] = _operand_desc(a_ptr, m, k, spec.block_m)
@@ -248,8 +221,8 @@ def launch_groups(spec: KernelSpec, m: int, groups: list, sa_ptr: int, sa_kb: in
             block.num_k_blocks[i] = k // BLOCK_K
             block.k_block_offset[i] = kb_offset
             block.d_index[i] = d_index
-        args = ARGS.pack(c_ptr, d_ptr, m, int(reduce), pass_blocks, passes, block, scales_a,
-                         scales_b, d_map, d_tail)
+        args = ARGS.pack(c_ptr, d_ptr, m, int(reduce), block, scales_a, scales_b, d_map,
+                         d_tail)
         kernel.launch((grid_size(spec, m, len(chunk)), 1, 1), args)
 
 

@@ -167,63 +167,6 @@ def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeyp
     assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
 
 
-@pytest.fixture
-def k_pass():
-    """Force the Hopper wgrad kernel's pass length (K blocks) for one test."""
-    from dgemm.kernels import hopper_wgrad
-    yield hopper_wgrad.forced_k_pass
-    hopper_wgrad.forced_k_pass(None)
-
-
-# K passes (csrc/dgemm/fp8_wgrad.cuh: k_pass_blocks): uneven last passes (10 K blocks in runs
-# of 3 -> 4 + 3 + 3), groups whose K runs out before the last pass, clusters (one CTA of a
-# pair idle on odd block counts) and the registers epilogue (odd N: one pass whatever is
-# asked).
-@pytest.mark.parametrize("tile", [(128, 1, False), (128, 2, False), (96, 2, True)])
-@pytest.mark.parametrize("m, n, k", [(300, 1000, 1280), (129, 3100, 2048), (257, 131, 1280)])
-def test_k_passes_match_fp32_and_repeat_bitwise(m, n, k, tile, k_pass, monkeypatch):
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm_90a wgrad kernel needs Hopper")
-    import dataclasses
-    from dgemm.kernels import hopper_wgrad
-    block_n, multicast, on_a = tile
-    heuristic = hopper_wgrad.select
-
-    def forced(*args, **kwargs):
-        return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
-                                   num_stages=hopper_wgrad.num_stages(block_n),
-                                   num_tma_multicast=multicast, multicast_on_a=on_a)
-    dgemm.jit.state.reset()
-    monkeypatch.setattr(hopper_wgrad, "select", forced)
-    a, a_value = _quantized(m, k)
-    b, b_value = _quantized(n, k)
-    c = torch.randn(m, n, device="cuda") * 32
-    expected = _reference(a_value, b_value, c)
-    k_pass(3)
-    first = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
-    again = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
-    k_pass(0)
-    one_pass = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
-    torch.cuda.synchronize()
-    assert not first.isnan().any(), "an element of d was not written"
-    assert dgemm.calc_diff(first, expected) < DIFF_BAR
-    assert dgemm.calc_diff(one_pass, expected) < DIFF_BAR
-    # The passes add to d in pass order: the same bits on every run.
-    assert torch.equal(first, again)
-    ks = [1280, 0, 384, 2048, 128]                    # 10, 0, 3, 16 and 1 K blocks
-    (ga, gsa), (gb, gsb), a_values, b_values = _k_grouped_inputs(m, n, ks)
-    gc = torch.randn(len(ks), m, n, device="cuda") * 32
-    layout = torch.tensor(ks, dtype=torch.int32, device="cuda")
-    k_pass(3)
-    out = dgemm.k_grouped_fp8_gemm_nt_contiguous((ga, gsa), (gb, gsb), _nan_like(gc), ks,
-                                                 layout, c=gc)
-    torch.cuda.synchronize()
-    assert not out.isnan().any()
-    for g, kg in enumerate(ks):
-        assert dgemm.calc_diff(out[g], gc[g] + a_values[g] @ b_values[g].t()) < DIFF_BAR, \
-            f"group {g} (K={kg})"
-
-
 def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a wgrad kernel needs Hopper")
