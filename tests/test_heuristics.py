@@ -136,6 +136,19 @@ def test_long_k_large_shapes_use_clusters_and_short_k_or_one_wave_shapes_do_not(
                for m in (64, 128) for n, k in DENSE_NK)
 
 
+def test_a_pair_that_holds_all_of_m_shares_b_from_one_wave_at_long_k_only():
+    # NOTES (bench/NOTES.md x3): with two m-blocks, a pair sharing B loads each B tile once for
+    # the whole problem: +2.4..7.5% at K >= 6144 even with one wave of tiles, -1.7% at K = 1536.
+    one_wave = select("fp8_gemm_nt", 200, 10240, 8192)             # 128 tiles of 128x160
+    assert (one_wave.block_m, one_wave.block_n, one_wave.num_tma_multicast,
+            one_wave.multicast_on_a) == (128, 160, 2, False)
+    assert select("fp8_gemm_nt", 129, 10240, 8192).num_tma_multicast == 2
+    assert select("fp8_gemm_nt", 256, 24576, 1536).num_tma_multicast == 1
+    assert select("fp8_gemm_nt", 200, 7168, 2048).num_tma_multicast == 1
+    # Three m-blocks: no pair holds M, and one wave of tiles keeps single CTAs.
+    assert select("fp8_gemm_nt", 257, 10240, 8192).num_tma_multicast == 1
+
+
 def test_masked_pick_does_not_hinge_on_expected_m_exactly():
     # expected_m is a hint; the pick is scored over 0.75..1.25 x of it, so nearby hints agree.
     picks = {select("m_grouped_fp8_gemm_nt_masked", m, 4096, 7168, num_groups=1).block_n

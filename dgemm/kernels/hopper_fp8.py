@@ -230,6 +230,9 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
     return (1, multicast) if on_a or multicast == 1 else (multicast, 1)
 
 
+# Cycles of a 2-CTA cluster sharing B whose pair of m-blocks covers all of M (ranked_tiles).
+PAIR_HOLDS_M_FACTOR = 0.96
+
 _selections = state.table("hopper_fp8.selections")
 _MAX_SELECTIONS = 16384
 
@@ -275,8 +278,14 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             block_n, multicast, unit_m, n_tiles, cycles_full, cycles_part, waste, fill_a = tile
             # Whole cluster tiles: `multicast` n-blocks (sharing A) or m-blocks (sharing B).
             tiles = -(-m_blocks // unit_m) * unit_m * groups * n_tiles
-            # Clusters pay only with at least two waves of them (DeepGEMM's rule too).
-            if multicast > 1 and tiles < 2 * num_sms:
+            # One pair of m-blocks holds all of M: sharing B then loads each B tile once for
+            # the whole problem, and B is nearly all of its bytes. NOTES: 128 < M <= 256 on
+            # the broad suite's fit part, the pick's width sharing B against it alone: +2.4..
+            # 7.5% at K >= 6144 (one wave of tiles included), -1.7% at K = 1536
+            # (bench/NOTES.md, x3).
+            pair_holds_m = unit_m > 1 and m_blocks <= unit_m and gemm_type == "normal"
+            # Other clusters pay only with at least two waves of them.
+            if multicast > 1 and tiles < 2 * num_sms and not pair_holds_m:
                 continue
             waves = -(-tiles // num_sms)
             last_wave = tiles - (waves - 1) * num_sms
@@ -300,6 +309,8 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             # (v22). Since v24 only clusters sharing A (whole-tile slices) still load such
             # rows: the plain GEMM's last m-block loads its real rows alone, and grouped rows
             # past a group are in bounds.
+            if pair_holds_m:
+                cycles *= PAIR_HOLDS_M_FACTOR
             fill = (fill_a * (block_m - m % block_m) * k_blocks
                     if fill_a and m % block_m else 0.0)
             ranked.append(((waves * cycles + fill, -last_wave, waste, -block_n, multicast),

@@ -20,6 +20,8 @@ from helpers import (DENSE_SHAPES, DIFF_BAR, SHAPES, calc_diff_rows, overwritten
 
 ODD = [(m, n, k) for m in (1, 7, 63, 65, 129, 1000, 4097) for n, k in ((576, 7168), (2120, 256))]
 ODD += [(128, 100, 512), (200, 8, 128), (33, 4104, 384), (64, 1000, 1152), (4097, 4096, 1024)]
+# A pair of m-blocks holding all of M shares B (the second m-block 72 rows or 1 row).
+ODD += [(200, 10240, 8192), (129, 10240, 8192)]
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
