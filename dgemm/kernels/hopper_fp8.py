@@ -230,7 +230,8 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
     return (1, multicast) if on_a or multicast == 1 else (multicast, 1)
 
 
-# Cycles of a 2-CTA cluster sharing B whose pair of m-blocks covers all of M (ranked_tiles).
+# Cycles of a 2-CTA cluster sharing B whose two m-blocks are all of M (ranked_tiles): each B
+# tile is then loaded once for the whole problem. NOTES: fitted on x3 (bench/NOTES.md).
 PAIR_HOLDS_M_FACTOR = 0.96
 
 _selections = state.table("hopper_fp8.selections")
@@ -283,7 +284,7 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             # the broad suite's fit part, the pick's width sharing B against it alone: +2.4..
             # 7.5% at K >= 6144 (one wave of tiles included), -1.7% at K = 1536
             # (bench/NOTES.md, x3).
-            pair_holds_m = unit_m > 1 and m_blocks <= unit_m and gemm_type == "normal"
+            pair_holds_m = unit_m > 1 and m_blocks == unit_m and gemm_type == "normal"
             # Other clusters pay only with at least two waves of them.
             if multicast > 1 and tiles < 2 * num_sms and not pair_holds_m:
                 continue
