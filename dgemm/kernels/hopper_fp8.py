@@ -230,8 +230,7 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
     return (1, multicast) if on_a or multicast == 1 else (multicast, 1)
 
 
-# Cycles of a 2-CTA cluster sharing B whose two m-blocks are all of M (ranked_tiles): each B
-# tile is then loaded once for the whole problem. NOTES: fitted on x3 (bench/NOTES.md).
+# Cycles of a 2-CTA cluster sharing B whose two m-blocks are all of M (ranked_tiles says why).
 PAIR_HOLDS_M_FACTOR = 0.96
 
 _selections = state.table("hopper_fp8.selections")
@@ -302,6 +301,8 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                 # NOTES (v25 sweep): fitted on the broad suite's masked fit part, 0.9 took the
                 # picks from 0.971 to 0.992 of the best timed tile (holdout 0.940 -> 0.978).
                 cycles *= 0.9
+            if pair_holds_m:
+                cycles *= PAIR_HOLDS_M_FACTOR
             # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every
             # SM in the run, not only the tile's own (a shared cost, so not per wave): more
             # tiles in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of
@@ -310,8 +311,6 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
             # (v22). Since v24 only clusters sharing A (whole-tile slices) still load such
             # rows: the plain GEMM's last m-block loads its real rows alone, and grouped rows
             # past a group are in bounds.
-            if pair_holds_m:
-                cycles *= PAIR_HOLDS_M_FACTOR
             fill = (fill_a * (block_m - m % block_m) * k_blocks
                     if fill_a and m % block_m else 0.0)
             ranked.append(((waves * cycles + fill, -last_wave, waste, -block_n, multicast),
