@@ -154,6 +154,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=pathlib.Path,
                         help="write the rows here (rewritten after every shape)")
     parser.add_argument("--no-deep-gemm", action="store_true", help="time dgemm alone")
+    parser.add_argument("--time-wrong", action="store_true",
+                        help="time dgemm even where its result is wrong (ablation probes: a "
+                             "kernel copy with a stage removed); the exit status stays 1")
     parser.add_argument("--tile", type=parse_tile, metavar="BLOCK_NxCLUSTER[a|b]",
                         help="force the Hopper wgrad tile, e.g. 160x2a (160 columns, clusters "
                              "of 2 sharing A), 128x1: a probe, not the heuristic")
@@ -201,7 +204,7 @@ def main(argv=None) -> int:
         fns = dict(case["fns"])
         if not dg_diff < inputs.DIFF_BAR:
             fns.pop("deep_gemm", None)      # a wrong or missing DeepGEMM result is not timed
-        if not diff < inputs.DIFF_BAR:
+        if not diff < inputs.DIFF_BAR and not args.time_wrong:
             save()
             print(f"{kind:10} {str(shape):>28} {diff:9.2e} {dg_diff:9.2e} WRONG: not timed",
                   flush=True)

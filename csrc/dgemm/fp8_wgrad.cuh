@@ -264,8 +264,73 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         const bool store_leader = math_thread % 128 == 0;
         uint8_t* wg_smem_d = smem_d + math_wg * kWarpgroupDBytes;
 
-        float accum[kNumAccum], final_accum[kNumAccum];
-        uint32_t s = 0, phase = 0;
+        // Tiles up to 128 columns keep two accumulator sets: K block k + 1's WGMMAs run
+        // while K block k is promoted, so the tensor cores do not sit idle through the
+        // promotion (bench/NOTES.md, session 18). Wider tiles have no registers for a second
+        // set (3 x 68 accumulators spill at 232) and promote between their WGMMAs.
+        constexpr bool kTwoAccumulators = BLOCK_N <= 128;
+        float acc0[kNumAccum], acc1[kNumAccum], final_accum[kNumAccum];
+        uint32_t s = 0, phase = 0;      // the next stage to issue (the ring position)
+        uint32_t s_retire = 0;          // the stage of the oldest K block not yet promoted
+        // Wait for the next stage and start its WGMMAs into `acc` (one commit group).
+        auto issue = [&](auto& acc) {
+            full_barriers[s].wait(phase);
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumAccum; ++i)
+                fence_operand(acc[i]);
+            wgmma_fence();
+            #pragma unroll
+            for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
+                const uint32_t step = k * (WGMMA_K >> 4);      // 32 bytes along K
+                WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
+                           smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),
+                           acc, k > 0);
+            }
+            wgmma_commit_group();
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumAccum; ++i)
+                fence_operand(acc[i]);
+            if (++s == kNumStages)
+                s = 0, phase ^= 1;
+        };
+        // The stage of the oldest K block is free in every CTA whose loads fill it (lane r
+        // tells CTA r).
+        auto release = [&]() {
+            __syncwarp();
+            if constexpr (kNumMulticast == 1) {
+                if (lane_idx == 0)
+                    empty_barriers[s_retire].arrive();
+            } else if (lane_idx < kNumMulticast) {
+                empty_barriers[s_retire].arrive_cluster(lane_idx);
+            }
+            if (++s_retire == kNumStages)
+                s_retire = 0;
+        };
+        // final += acc * scale_a(row) * scale_b(column): per row AND per column.
+        auto promote = [&](const auto& acc, float a0, float a1, uint32_t i, float2 b) {
+            final_accum[i * 4 + 0] += acc[i * 4 + 0] * (a0 * b.x);
+            final_accum[i * 4 + 1] += acc[i * 4 + 1] * (a0 * b.y);
+            final_accum[i * 4 + 2] += acc[i * 4 + 2] * (a1 * b.x);
+            final_accum[i * 4 + 3] += acc[i * 4 + 3] * (a1 * b.y);
+        };
+        auto scales = [&](uint32_t stage, float& a0, float& a1) {
+            const float* sa = smem_scales_a + stage * BLOCK_M;
+            a0 = sa[r0], a1 = sa[r0 + 8];
+            return smem_scales_b + stage * kScalesBStride + col_in_frag;
+        };
+        // The oldest K block's group is complete: promote it, then free its stage (its
+        // scales are read here, so the stage is released after the promotion).
+        auto retire = [&](auto& acc) {
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumAccum; ++i)
+                fence_operand(acc[i]);
+            float a0, a1;
+            const float* sb = scales(s_retire, a0, a1);
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumAccum / 4; ++i)
+                promote(acc, a0, a1, i, *reinterpret_cast<const float2*>(sb + i * 8));
+            release();
+        };
         for (uint32_t u = first_unit; u < num_units; u += unit_step) {
             const Tile tile = tile_at(u);
             const uint32_t num_k_blocks = groups.num_k_blocks[tile.group];
@@ -273,56 +338,51 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 final_accum[i] = 0.0f;
 
-            #pragma unroll 1
-            for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
-                full_barriers[s].wait(phase);
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(accum[i]);
-                wgmma_fence();
-                #pragma unroll
-                for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
-                    const uint32_t step = k * (WGMMA_K >> 4);      // 32 bytes along K
-                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
-                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),
-                               accum, k > 0);
+            if constexpr (kTwoAccumulators) {
+                // K blocks in pairs, the even one in acc0, the odd one in acc1. At every loop
+                // boundary exactly K block `k_block` (acc0) is in flight and after the tail
+                // none: ptxas can prove it and keeps the WGMMAs asynchronous (a tail inside
+                // the loop made it serialise them, C7514).
+                issue(acc0);
+                uint32_t k_block = 0;
+                #pragma unroll 1
+                for (; k_block + 2 < num_k_blocks; k_block += 2) {
+                    issue(acc1);
+                    wgmma_wait_group<1>();
+                    retire(acc0);
+                    issue(acc0);
+                    wgmma_wait_group<1>();
+                    retire(acc1);
                 }
-                wgmma_commit_group();
-                // The scales of this K block, read while the WGMMAs run and before the stage
-                // is handed back to the producer.
-                const float* sa = smem_scales_a + s * BLOCK_M;
-                const float* sb = smem_scales_b + s * kScalesBStride;
-                const float a0 = sa[r0], a1 = sa[r0 + 8];
-                float b_col[kNumAccum / 2];
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                    const float2 pair =
-                        *reinterpret_cast<const float2*>(sb + i * 8 + col_in_frag);
-                    b_col[i * 2 + 0] = pair.x, b_col[i * 2 + 1] = pair.y;
+                if (k_block + 1 < num_k_blocks) {
+                    issue(acc1);
+                    wgmma_wait_group<1>();
+                    retire(acc0);
+                    wgmma_wait_group<0>();
+                    retire(acc1);
+                } else {
+                    wgmma_wait_group<0>();
+                    retire(acc0);
                 }
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(accum[i]);
-                wgmma_wait_group<0>();
-                __syncwarp();
-                // The stage is free in every CTA whose loads fill it (lane r tells CTA r).
-                if constexpr (kNumMulticast == 1) {
-                    if (lane_idx == 0)
-                        empty_barriers[s].arrive();
-                } else if (lane_idx < kNumMulticast) {
-                    empty_barriers[s].arrive_cluster(lane_idx);
-                }
-                if (++s == kNumStages)
-                    s = 0, phase ^= 1;
-
-                // final += acc * scale_a(row) * scale_b(column): per row AND per column.
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                    const float b0 = b_col[i * 2 + 0], b1 = b_col[i * 2 + 1];
-                    final_accum[i * 4 + 0] += accum[i * 4 + 0] * (a0 * b0);
-                    final_accum[i * 4 + 1] += accum[i * 4 + 1] * (a0 * b1);
-                    final_accum[i * 4 + 2] += accum[i * 4 + 2] * (a1 * b0);
-                    final_accum[i * 4 + 3] += accum[i * 4 + 3] * (a1 * b1);
+            } else {
+                #pragma unroll 1
+                for (uint32_t k_block = 0; k_block < num_k_blocks; ++k_block) {
+                    issue(acc0);
+                    // The scales, read while the WGMMAs run and before the stage is freed.
+                    float a0, a1;
+                    const float* sb = scales(s_retire, a0, a1);
+                    float2 b[kNumAccum / 4];
+                    #pragma unroll
+                    for (uint32_t i = 0; i < kNumAccum / 4; ++i)
+                        b[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+                    #pragma unroll
+                    for (uint32_t i = 0; i < kNumAccum; ++i)
+                        fence_operand(acc0[i]);
+                    wgmma_wait_group<0>();
+                    release();
+                    #pragma unroll
+                    for (uint32_t i = 0; i < kNumAccum / 4; ++i)
+                        promote(acc0, a0, a1, i, b[i]);
                 }
             }
 
