@@ -53,14 +53,26 @@ __host__ __device__ constexpr uint32_t fp8_wgrad_scales_b_stride() {
     return (BLOCK_N * 4 + 127) / 128 * 128;
 }
 
+// Tiles up to 128 columns keep two accumulator sets (K block k + 1's WGMMAs run while K block
+// k is promoted; wider tiles have no registers for a second set: 3 x 68 accumulators spill at
+// 232). They free a stage's A and B as soon as its WGMMAs are done and read its scales
+// afterwards, in the promotion, so their scales have two slots per stage, one per lap of the
+// ring (slot = stage + lap parity x stages): the producer cannot come back to a slot before
+// the stage's next release.
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
+    return BLOCK_N <= 128;
+}
+
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
 __host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
     const uint32_t d = 0;                                           // 1024-aligned blocks first
     const uint32_t a = d + BLOCK_M * BLOCK_N * 4;                   // the reduce epilogue's tile
     const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;
+    const uint32_t laps = fp8_wgrad_two_accumulators<BLOCK_N>() ? 2 : 1;   // scale slots
     const uint32_t scales_a = b + kNumStages * BLOCK_N * BLOCK_K;
-    const uint32_t scales_b = scales_a + kNumStages * BLOCK_M * 4;
-    const uint32_t full = scales_b + kNumStages * fp8_wgrad_scales_b_stride<BLOCK_N>();
+    const uint32_t scales_b = scales_a + laps * kNumStages * BLOCK_M * 4;
+    const uint32_t full = scales_b + laps * kNumStages * fp8_wgrad_scales_b_stride<BLOCK_N>();
     const uint32_t empty = full + kNumStages * 8;
     return {d, a, b, scales_a, scales_b, full, empty, empty + kNumStages * 8};
 }
@@ -240,9 +252,11 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     };
                     load(map_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, m0, kMulticastOnA);
                     load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA);
-                    tma_load_2d(&tma_scales_a, full, smem_scales_a + s * BLOCK_M, m0,
+                    const uint32_t slot =
+                        s + (fp8_wgrad_two_accumulators<BLOCK_N>() ? phase * kNumStages : 0);
+                    tma_load_2d(&tma_scales_a, full, smem_scales_a + slot * BLOCK_M, m0,
                                 kb0 + static_cast<int32_t>(k_block));
-                    tma_load_2d(&tma_scales_b, full, smem_scales_b + s * kScalesBStride, n0,
+                    tma_load_2d(&tma_scales_b, full, smem_scales_b + slot * kScalesBStride, n0,
                                 kb0 + static_cast<int32_t>(k_block));
                     if (++s == kNumStages)
                         s = 0, phase ^= 1;
@@ -264,14 +278,13 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         const bool store_leader = math_thread % 128 == 0;
         uint8_t* wg_smem_d = smem_d + math_wg * kWarpgroupDBytes;
 
-        // Tiles up to 128 columns keep two accumulator sets: K block k + 1's WGMMAs run
-        // while K block k is promoted, so the tensor cores do not sit idle through the
-        // promotion (bench/NOTES.md, session 18). Wider tiles have no registers for a second
-        // set (3 x 68 accumulators spill at 232) and promote between their WGMMAs.
-        constexpr bool kTwoAccumulators = BLOCK_N <= 128;
+        // Two accumulator sets keep the tensor cores busy through the promotion (bench/
+        // NOTES.md, session 18); wider tiles promote between their WGMMAs.
+        constexpr bool kTwoAccumulators = fp8_wgrad_two_accumulators<BLOCK_N>();
+        constexpr uint32_t kScaleLaps = kTwoAccumulators ? 2 : 1;
         float acc0[kNumAccum], acc1[kNumAccum], final_accum[kNumAccum];
         uint32_t s = 0, phase = 0;      // the next stage to issue (the ring position)
-        uint32_t s_retire = 0;          // the stage of the oldest K block not yet promoted
+        uint32_t s_retire = 0, phase_retire = 0;   // the oldest K block not yet promoted
         // Wait for the next stage and start its WGMMAs into `acc` (one commit group).
         auto issue = [&](auto& acc) {
             full_barriers[s].wait(phase);
@@ -294,7 +307,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 s = 0, phase ^= 1;
         };
         // The stage of the oldest K block is free in every CTA whose loads fill it (lane r
-        // tells CTA r).
+        // tells CTA r). Returns its scales' slot, still valid until the stage's next release.
         auto release = [&]() {
             __syncwarp();
             if constexpr (kNumMulticast == 1) {
@@ -303,8 +316,10 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             } else if (lane_idx < kNumMulticast) {
                 empty_barriers[s_retire].arrive_cluster(lane_idx);
             }
+            const uint32_t slot = s_retire + (kScaleLaps == 2 ? phase_retire * kNumStages : 0);
             if (++s_retire == kNumStages)
-                s_retire = 0;
+                s_retire = 0, phase_retire ^= 1;
+            return slot;
         };
         // final += acc * scale_a(row) * scale_b(column): per row AND per column.
         auto promote = [&](const auto& acc, float a0, float a1, uint32_t i, float2 b) {
@@ -313,23 +328,21 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             final_accum[i * 4 + 2] += acc[i * 4 + 2] * (a1 * b.x);
             final_accum[i * 4 + 3] += acc[i * 4 + 3] * (a1 * b.y);
         };
-        auto scales = [&](uint32_t stage, float& a0, float& a1) {
-            const float* sa = smem_scales_a + stage * BLOCK_M;
+        auto scales = [&](uint32_t slot, float& a0, float& a1) {
+            const float* sa = smem_scales_a + slot * BLOCK_M;
             a0 = sa[r0], a1 = sa[r0 + 8];
-            return smem_scales_b + stage * kScalesBStride + col_in_frag;
+            return smem_scales_b + slot * kScalesBStride + col_in_frag;
         };
-        // The oldest K block's group is complete: promote it, then free its stage (its
-        // scales are read here, so the stage is released after the promotion).
+        // The oldest K block's group is complete: free its stage, then promote it.
         auto retire = [&](auto& acc) {
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 fence_operand(acc[i]);
             float a0, a1;
-            const float* sb = scales(s_retire, a0, a1);
+            const float* sb = scales(release(), a0, a1);
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum / 4; ++i)
                 promote(acc, a0, a1, i, *reinterpret_cast<const float2*>(sb + i * 8));
-            release();
         };
         for (uint32_t u = first_unit; u < num_units; u += unit_step) {
             const Tile tile = tile_at(u);

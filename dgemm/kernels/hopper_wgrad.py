@@ -41,11 +41,19 @@ def num_threads(spec: KernelSpec) -> int:
 
 def smem_plan(block_m: int, block_n: int, num_stages: int) -> int:
     """Header: `fp8_wgrad_smem(...).total`: the reduce epilogue's fp32 tile, then per stage
-    the A and B tiles and both scale vectors (B's padded to 128 bytes: a TMA destination),
-    then a full and an empty barrier per stage."""
+    the A and B tiles, both scale vectors (B's padded to 128 bytes: a TMA destination), in
+    two slots (one per lap of the ring) where the tile keeps two accumulator sets, and a full
+    and an empty barrier."""
     scales_b = ceil_div(block_n * 4, 128) * 128
+    laps = 2 if two_accumulators(block_n) else 1
     return block_m * block_n * 4 + num_stages * (
-        block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + scales_b + 16)
+        block_m * BLOCK_K + block_n * BLOCK_K + laps * (block_m * 4 + scales_b) + 16)
+
+
+def two_accumulators(block_n: int) -> bool:
+    """Header: `fp8_wgrad_two_accumulators`: tiles up to 128 columns promote K block k while
+    K block k + 1's WGMMAs run."""
+    return block_n <= 128
 
 
 def smem_bytes(spec: KernelSpec) -> int:
