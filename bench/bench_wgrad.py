@@ -134,13 +134,15 @@ def parse_tile(text: str) -> tuple:
     return block_n, int(match[2]), match[3] == "a"
 
 
-def force_tile(block_n: int, multicast: int, on_a: bool) -> None:
-    """Every Hopper wgrad selection of this process returns that tile and cluster."""
+def force_tile(block_n: int, multicast: int, on_a: bool, stages: int = 0) -> None:
+    """Every Hopper wgrad selection of this process returns that tile and cluster (and
+    `stages` stages, if given: at most what fits)."""
     heuristic = hopper_wgrad.select
 
     def forced(*args, **kwargs):
         return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
-                                   num_stages=hopper_wgrad.num_stages(block_n),
+                                   num_stages=min(stages or hopper_wgrad.MAX_STAGES,
+                                                  hopper_wgrad.num_stages(block_n)),
                                    num_tma_multicast=multicast, multicast_on_a=on_a)
     hopper_wgrad.select = forced
 
@@ -160,9 +162,13 @@ def main(argv=None) -> int:
     parser.add_argument("--tile", type=parse_tile, metavar="BLOCK_NxCLUSTER[a|b]",
                         help="force the Hopper wgrad tile, e.g. 160x2a (160 columns, clusters "
                              "of 2 sharing A), 128x1: a probe, not the heuristic")
+    parser.add_argument("--stages", type=int, default=0,
+                        help="with --tile: at most this many pipeline stages (a probe)")
     args = parser.parse_args(argv)
+    if args.stages and not args.tile:
+        parser.error("--stages needs --tile")
     if args.tile:
-        force_tile(*args.tile)
+        force_tile(*args.tile, stages=args.stages)
     kinds = [kind for kind in args.kinds.split(",") if kind]
     unknown = sorted(set(kinds) - {"wgrad", "k_grouped"})
     if unknown:

@@ -28,8 +28,9 @@ BLOCK_K = 128
 BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 columns (+ the
                                       # final ones) fit the registers
 # What the heuristic weighs. NOTES: DeepGEMM's 136/152 widths ran slower per FLOP in this
-# kernel, alone and in clusters (bench/NOTES.md, session 16 w1-w3); they stay probes.
-CANDIDATE_BLOCK_NS = (64, 96, 128, 160)
+# kernel, alone and in clusters (bench/NOTES.md, session 16 w1-w3); they stay probes. 120
+# runs at 128's rate per column (session 18, y6) and fills the last wave where 128 does not.
+CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 160)
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
@@ -106,9 +107,10 @@ def cluster_units(m: int, n: int, block_n: int, multicast: int, on_a: bool) -> t
 
 
 def tile_time(block_n: int) -> float:
-    """One K block of one tile in 128 x 128 x 128 WGMMA block times (narrow tiles run WGMMA
-    below its rate)."""
-    return block_n / 128 * (1.1 if block_n < 128 else 1.0)
+    """One K block of one tile in 128 x 128 x 128 WGMMA block times: narrow tiles run WGMMA
+    below its rate (y6, 24 training shapes against the waves-only model: 120 1.00, 112 1.01,
+    104 and 96 1.06)."""
+    return block_n / 128 * (1.1 if block_n < 112 else 1.0)
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,

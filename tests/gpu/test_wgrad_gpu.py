@@ -132,15 +132,16 @@ def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
 
 
 # Widths whose last 8/16/24 columns go through the reduce epilogue's unswizzled tail chunk
-# (probes: `bench_wgrad --tile`), alone and in clusters. "tail cut": N ends inside the last
-# tile's tail chunk (N % block_n past its full chunks), with 3 m-blocks (a pair sharing B has
-# an idle CTA); the other shapes end the last tile inside a full chunk or at its tail's end.
+# (120: a heuristic candidate; the others probes, `bench_wgrad --tile`), alone and in
+# clusters. "tail cut": N ends inside the last tile's tail chunk (N % block_n past its full
+# chunks), with 3 m-blocks (a pair sharing B has an idle CTA); the other shapes end the last
+# tile inside a full chunk or at its tail's end.
 _TAIL_CUT_N = {136: 1084, 152: 1052, 144: 1144, 120: 1060}
 
 
 @pytest.mark.parametrize("block_n, multicast, on_a",
                          [(136, 1, False), (152, 1, False), (152, 2, False), (120, 2, True),
-                          (144, 1, False)])
+                          (144, 1, False), (120, 1, False)])
 @pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384), (300, "tail cut", 384)])
 def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
