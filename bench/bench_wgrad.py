@@ -3,12 +3,14 @@ dense `fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))` and `k_grouped_fp8_gemm_nt
 on DeepSeek-V3's training shapes (dgemm/shapes/deepseek_v3.json: "wgrad", "k_grouped").
 
     python -m bench.bench_wgrad [--rounds 5] [--quick] [--json out.json] [--kinds wgrad,k_grouped]
+        [--tile 128x1|136x2b|...] [--stages S] [--time-wrong]
 
 Both implementations get the same fp8 pairs with their scales already MN-major and
 TMA-aligned (so neither times a layout copy), accumulate in place onto their own copy of the
 same fp32 `c` (`d is c`, the training use), and both results are checked against an fp32
-reference before anything is timed (calc_diff < 1e-3; a wrong dgemm row is not timed, a wrong
-DeepGEMM row loses its column). DeepGEMM compiles its kernels (N and K of a dense call are
+reference before anything is timed (calc_diff < 1e-3; a wrong dgemm row is not timed unless
+--time-wrong asks for it, for ablated kernel copies, and is then marked; a wrong DeepGEMM row
+loses its column). --tile and --stages force the Hopper tile (probes). DeepGEMM compiles its kernels (N and K of a dense call are
 compile-time there) in parallel worker processes first. TFLOPS count 2 * M * N * K (K = all
 groups' tokens for k-grouped). The last line gives dgemm's cache counters: `compiles` 0
 means every kernel came from the prewarmed cache. First written in training t0 without a GPU.
@@ -167,6 +169,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.stages and not args.tile:
         parser.error("--stages needs --tile")
+    if args.stages and not 2 <= args.stages <= hopper_wgrad.MAX_STAGES:
+        parser.error(f"--stages {args.stages}: between 2 and {hopper_wgrad.MAX_STAGES} (at "
+                     f"most what fits the tile's shared memory is used)")
     if args.tile:
         force_tile(*args.tile, stages=args.stages)
     kinds = [kind for kind in args.kinds.split(",") if kind]
@@ -224,11 +229,15 @@ def main(argv=None) -> int:
         row.update(us={name: timing.median(us) for name, us in samples.items()},
                    samples_us=samples, tflops=tflops, ratio=ratio if ratio == ratio else None)
         save()
+        mark = "" if diff < inputs.DIFF_BAR else "  WRONG (timed: --time-wrong)"
         print(f"{kind:10} {str(shape):>28} {diff:9.2e} {dg_diff:9.2e} {tflops['dgemm']:9.1f} "
-              f"{tflops.get('deep_gemm', float('nan')):8.1f} {ratio:6.3f}", flush=True)
+              f"{tflops.get('deep_gemm', float('nan')):8.1f} {ratio:6.3f}{mark}", flush=True)
     if ratios:
+        wrong_timed = sum(1 for row in results if row.get("ratio") is not None
+                          and not row["diffs"]["dgemm"] < inputs.DIFF_BAR)
         print(f"geomean dgemm / DeepGEMM speed: {timing.geomean(ratios):.3f}, "
-              f"min {min(ratios):.3f} over {len(ratios)} shapes")
+              f"min {min(ratios):.3f} over {len(ratios)} shapes"
+              + (f" ({wrong_timed} of them wrong results, timed)" if wrong_timed else ""))
     print(f"dgemm cache: {json.dumps(dgemm.jit.stats())}")
     save()
     wrong = [row for row in results if not row.get("diffs", {}).get("dgemm", 1) < inputs.DIFF_BAR]

@@ -36,7 +36,9 @@ constexpr uint32_t kWgradMaxGroups = 12;
 struct Fp8WgradGroups {
     TmaDescriptor a[kWgradMaxGroups];         // A_g fp8 [M, K_g]: boxes of 128 K x BLOCK_M rows
     TmaDescriptor b[kWgradMaxGroups];         // B_g fp8 [N, K_g]: boxes of 128 K x BLOCK_N rows
-    uint32_t num_k_blocks[kWgradMaxGroups];   // K_g / 128, > 0 (the host drops empty groups)
+    uint32_t num_k_blocks[kWgradMaxGroups];   // K_g / 128, > 0 (the host drops empty groups;
+                                              // the math loop issues a tile's first K block
+                                              // unconditionally)
     uint32_t k_block_offset[kWgradMaxGroups]; // g's first K block in the scale tensors
     uint32_t d_index[kWgradMaxGroups];        // g's index along c's and d's outer dimension
     uint32_t num_groups;
@@ -156,6 +158,12 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     constexpr uint32_t kWarpgroupDBytes = kFullChunks * kChunkBytes + 64 * kTailColumns * 4;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
     constexpr uint32_t kScalesBStride = fp8_wgrad_scales_b_stride<BLOCK_N>() / 4;   // floats
+    // Tiles up to 128 columns: two accumulator sets, and their scales in a slot per lap of
+    // the ring (fp8_wgrad_two_accumulators); the slot of a stage filled in lap parity `phase`.
+    constexpr bool kTwoAccumulators = fp8_wgrad_two_accumulators<BLOCK_N>();
+    auto scale_slot = [](uint32_t stage, uint32_t phase) {
+        return kTwoAccumulators ? stage + phase * kNumStages : stage;
+    };
     static_assert(BLOCK_M * 4 % 128 == 0, "A's scales of a stage: a 128-byte aligned TMA box");
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
@@ -252,8 +260,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     };
                     load(map_a, smem_a + s * SMEM_A_SIZE_PER_STAGE, m0, kMulticastOnA);
                     load(map_b, smem_b + s * SMEM_B_SIZE_PER_STAGE, n0, not kMulticastOnA);
-                    const uint32_t slot =
-                        s + (fp8_wgrad_two_accumulators<BLOCK_N>() ? phase * kNumStages : 0);
+                    const uint32_t slot = scale_slot(s, phase);
                     tma_load_2d(&tma_scales_a, full, smem_scales_a + slot * BLOCK_M, m0,
                                 kb0 + static_cast<int32_t>(k_block));
                     tma_load_2d(&tma_scales_b, full, smem_scales_b + slot * kScalesBStride, n0,
@@ -280,8 +287,6 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
 
         // Two accumulator sets keep the tensor cores busy through the promotion (bench/
         // NOTES.md, session 18); wider tiles promote between their WGMMAs.
-        constexpr bool kTwoAccumulators = fp8_wgrad_two_accumulators<BLOCK_N>();
-        constexpr uint32_t kScaleLaps = kTwoAccumulators ? 2 : 1;
         float acc0[kNumAccum], acc1[kNumAccum], final_accum[kNumAccum];
         uint32_t s = 0, phase = 0;      // the next stage to issue (the ring position)
         uint32_t s_retire = 0, phase_retire = 0;   // the oldest K block not yet promoted
@@ -307,7 +312,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 s = 0, phase ^= 1;
         };
         // The stage of the oldest K block is free in every CTA whose loads fill it (lane r
-        // tells CTA r). Returns its scales' slot, still valid until the stage's next release.
+        // tells CTA r). Returns its scales' slot: with two slots per stage it stays valid
+        // until the stage's next release; with one, the scales were read before this.
         auto release = [&]() {
             __syncwarp();
             if constexpr (kNumMulticast == 1) {
@@ -316,7 +322,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             } else if (lane_idx < kNumMulticast) {
                 empty_barriers[s_retire].arrive_cluster(lane_idx);
             }
-            const uint32_t slot = s_retire + (kScaleLaps == 2 ? phase_retire * kNumStages : 0);
+            const uint32_t slot = scale_slot(s_retire, phase_retire);
             if (++s_retire == kNumStages)
                 s_retire = 0, phase_retire ^= 1;
             return slot;
@@ -383,7 +389,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                     issue(acc0);
                     // The scales, read while the WGMMAs run and before the stage is freed.
                     float a0, a1;
-                    const float* sb = scales(s_retire, a0, a1);
+                    const float* sb = scales(scale_slot(s_retire, phase_retire), a0, a1);
                     float2 b[kNumAccum / 4];
                     #pragma unroll
                     for (uint32_t i = 0; i < kNumAccum / 4; ++i)

@@ -168,6 +168,38 @@ def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeyp
     assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
 
 
+
+# The two-accumulator loop (tiles up to 128 columns) in 2-CTA clusters sharing B or A, and on
+# short rings (2 stages: the ring wraps every other K block, the scale slots every lap), with
+# 1, 2, 3 and 5 K blocks per tile (the loop's tails) and odd block counts.
+@pytest.mark.parametrize("block_n, multicast, on_a, stages",
+                         [(128, 2, False, 0), (128, 2, True, 0), (128, 1, False, 2),
+                          (64, 1, False, 2), (96, 2, False, 3)])
+@pytest.mark.parametrize("m, n, k", [(300, 1000, 128), (300, 1000, 256), (129, 520, 384),
+                                     (392, 1012, 640)])
+def test_two_accumulator_tiles_in_clusters_and_short_rings_match_fp32(
+        m, n, k, block_n, multicast, on_a, stages, monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    import dataclasses
+    from dgemm.kernels import hopper_wgrad
+    assert hopper_wgrad.two_accumulators(block_n)
+    heuristic = hopper_wgrad.select
+
+    def forced(*args, **kwargs):
+        return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
+                                   num_stages=stages or hopper_wgrad.num_stages(block_n),
+                                   num_tma_multicast=multicast, multicast_on_a=on_a)
+    dgemm.jit.state.reset()               # no remembered plan of another tile answers
+    monkeypatch.setattr(hopper_wgrad, "select", forced)
+    a, a_value = _quantized(m, k)
+    b, b_value = _quantized(n, k)
+    c = torch.randn(m, n, device="cuda") * 32
+    out = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
+    torch.cuda.synchronize()
+    assert not out.isnan().any(), "an element of d was not written"
+    assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
+
 def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a wgrad kernel needs Hopper")
