@@ -139,51 +139,11 @@ def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
 _TAIL_CUT_N = {136: 1084, 152: 1052, 144: 1144, 120: 1060}
 
 
-@pytest.mark.parametrize("block_n, multicast, on_a",
-                         [(136, 1, False), (152, 1, False), (152, 2, False), (120, 2, True),
-                          (144, 1, False), (120, 1, False)])
-@pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384), (300, "tail cut", 384)])
-def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeypatch):
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+def _check_forced_tile(m, n, k, block_n, multicast, on_a, stages, monkeypatch):
+    """d = c + a.b^T with every Hopper wgrad selection forced to this tile, cluster and
+    stage count (0: as many as fit); no element of d left unwritten, calc_diff within bar."""
     import dataclasses
     from dgemm.kernels import hopper_wgrad
-    heuristic = hopper_wgrad.select
-
-    def forced(*args, **kwargs):
-        return dataclasses.replace(heuristic(*args, **kwargs), block_n=block_n,
-                                   num_stages=hopper_wgrad.num_stages(block_n),
-                                   num_tma_multicast=multicast, multicast_on_a=on_a)
-    if n == "tail cut":
-        n = _TAIL_CUT_N[block_n]
-        assert 32 * (block_n // 32) < n % block_n < block_n
-    dgemm.jit.state.reset()               # no remembered plan of another width answers
-    monkeypatch.setattr(hopper_wgrad, "select", forced)
-    a, a_value = _quantized(m, k)
-    b, b_value = _quantized(n, k)
-    c = torch.randn(m, n, device="cuda") * 32
-    out = dgemm.fp8_gemm_nt(a, b, _nan_like(c), c=c, recipe=WGRAD)
-    torch.cuda.synchronize()
-    assert not out.isnan().any(), "an element of d was not written"
-    assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
-
-
-
-# The two-accumulator loop (tiles up to 128 columns) in 2-CTA clusters sharing B or A, and on
-# short rings (2 stages: the ring wraps every other K block, the scale slots every lap), with
-# 1, 2, 3 and 5 K blocks per tile (the loop's tails) and odd block counts.
-@pytest.mark.parametrize("block_n, multicast, on_a, stages",
-                         [(128, 2, False, 0), (128, 2, True, 0), (128, 1, False, 2),
-                          (64, 1, False, 2), (96, 2, False, 3)])
-@pytest.mark.parametrize("m, n, k", [(300, 1000, 128), (300, 1000, 256), (129, 520, 384),
-                                     (392, 1012, 640)])
-def test_two_accumulator_tiles_in_clusters_and_short_rings_match_fp32(
-        m, n, k, block_n, multicast, on_a, stages, monkeypatch):
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the sm_90a wgrad kernel needs Hopper")
-    import dataclasses
-    from dgemm.kernels import hopper_wgrad
-    assert hopper_wgrad.two_accumulators(block_n)
     heuristic = hopper_wgrad.select
 
     def forced(*args, **kwargs):
@@ -199,6 +159,37 @@ def test_two_accumulator_tiles_in_clusters_and_short_rings_match_fp32(
     torch.cuda.synchronize()
     assert not out.isnan().any(), "an element of d was not written"
     assert dgemm.calc_diff(out, _reference(a_value, b_value, c)) < DIFF_BAR
+
+
+@pytest.mark.parametrize("block_n, multicast, on_a",
+                         [(136, 1, False), (152, 1, False), (152, 2, False), (120, 2, True),
+                          (144, 1, False), (120, 1, False)])
+@pytest.mark.parametrize("m, n, k", [(392, 1012, 640), (129, 3100, 384), (300, "tail cut", 384)])
+def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    if n == "tail cut":
+        n = _TAIL_CUT_N[block_n]
+        assert 32 * (block_n // 32) < n % block_n < block_n
+    _check_forced_tile(m, n, k, block_n, multicast, on_a, 0, monkeypatch)
+
+
+# The two-accumulator loop (tiles up to 128 columns) in 2-CTA clusters sharing B or A, and on
+# short rings (2 stages: the ring wraps every other K block, the scale slots every lap), with
+# 1, 2, 3 and 5 K blocks per tile (the loop's tails) and odd block counts.
+@pytest.mark.parametrize("block_n, multicast, on_a, stages",
+                         [(128, 2, False, 0), (128, 2, True, 0), (128, 1, False, 2),
+                          (64, 1, False, 2), (96, 2, False, 3)])
+@pytest.mark.parametrize("m, n, k", [(300, 1000, 128), (300, 1000, 256), (129, 520, 384),
+                                     (392, 1012, 640)])
+def test_two_accumulator_tiles_in_clusters_and_short_rings_match_fp32(
+        m, n, k, block_n, multicast, on_a, stages, monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    from dgemm.kernels import hopper_wgrad
+    assert hopper_wgrad.two_accumulators(block_n)
+    _check_forced_tile(m, n, k, block_n, multicast, on_a, stages, monkeypatch)
+
 
 def test_the_wgrad_kernels_agree_with_the_portable_oracle(monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
