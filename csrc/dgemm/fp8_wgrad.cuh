@@ -55,15 +55,16 @@ __host__ __device__ constexpr uint32_t fp8_wgrad_scales_b_stride() {
     return (BLOCK_N * 4 + 127) / 128 * 128;
 }
 
-// Tiles up to 128 columns keep two accumulator sets (K block k + 1's WGMMAs run while K block
-// k is promoted; wider tiles have no registers for a second set: 3 x 68 accumulators spill at
-// 232). They free a stage's A and B as soon as its WGMMAs are done and read its scales
+// Tiles up to 136 columns keep two accumulator sets (K block k + 1's WGMMAs run while K block
+// k is promoted). With 240 registers per math thread, 3 x 68 accumulators (136 columns) spill
+// only in the tile's tail, outside the K loop; 144 and 152 columns spill inside it (10 and 36
+// stores), so wider tiles promote between their WGMMAs. They free a stage's A and B as soon as its WGMMAs are done and read its scales
 // afterwards, in the promotion, so their scales have two slots per stage, one per lap of the
 // ring (slot = stage + lap parity x stages): the producer cannot come back to a slot before
 // the stage's next release.
 template <uint32_t BLOCK_N>
 __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
-    return BLOCK_N <= 128;
+    return BLOCK_N <= 136;
 }
 
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
@@ -158,7 +159,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     constexpr uint32_t kWarpgroupDBytes = kFullChunks * kChunkBytes + 64 * kTailColumns * 4;
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
     constexpr uint32_t kScalesBStride = fp8_wgrad_scales_b_stride<BLOCK_N>() / 4;   // floats
-    // Tiles up to 128 columns: two accumulator sets, and their scales in a slot per lap of
+    // Tiles up to 136 columns: two accumulator sets, and their scales in a slot per lap of
     // the ring (fp8_wgrad_two_accumulators); the slot of a stage filled in lap parity `phase`.
     constexpr bool kTwoAccumulators = fp8_wgrad_two_accumulators<BLOCK_N>();
     auto scale_slot = [](uint32_t stage, uint32_t phase) {
@@ -168,7 +169,10 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
-    constexpr uint32_t kNumTMARegisters = 40, kNumMathRegisters = 232;
+    // The producer is one thread with a few addresses: 24 registers hold it, and the math
+    // warpgroups' 240 (against 232) keep the 136-wide accumulator sets and schedule the
+    // 128-wide loop better (bench/NOTES.md, session 19, z1: +1.7% at 128x1).
+    constexpr uint32_t kNumTMARegisters = 24, kNumMathRegisters = 240;
     static_assert(128 * kNumTMARegisters + kWgradMathThreads * kNumMathRegisters <= 65536,
                   "register budgets (setmaxnreg) exceed the SM's 64K registers");
 

@@ -27,10 +27,10 @@ BLOCK_M = 128                     # two math warpgroups of 64 rows
 BLOCK_K = 128
 BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 columns (+ the
                                       # final ones) fit the registers
-# What the heuristic weighs. NOTES: DeepGEMM's 136/152 widths ran slower per FLOP in this
-# kernel, alone and in clusters (bench/NOTES.md, session 16 w1-w3); they stay probes. 120
-# runs at 128's rate per column (session 18, y6) and fills the last wave where 128 does not.
-CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 160)
+# What the heuristic weighs. 120 (session 18, y6) and 136 (two accumulator sets, session 19,
+# z1) run at 128's rate per column and fill the last wave where 128 does not; 144 and 152
+# (one accumulator set) ran slower per FLOP, alone and in clusters (session 16 w1-w3): probes.
+CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 136, 160)
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
@@ -52,9 +52,9 @@ def smem_plan(block_m: int, block_n: int, num_stages: int) -> int:
 
 
 def two_accumulators(block_n: int) -> bool:
-    """Header: `fp8_wgrad_two_accumulators`: tiles up to 128 columns promote K block k while
+    """Header: `fp8_wgrad_two_accumulators`: tiles up to 136 columns promote K block k while
     K block k + 1's WGMMAs run."""
-    return block_n <= 128
+    return block_n <= 136
 
 
 def smem_bytes(spec: KernelSpec) -> int:

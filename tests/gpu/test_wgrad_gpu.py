@@ -174,12 +174,13 @@ def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeyp
     _check_forced_tile(m, n, k, block_n, multicast, on_a, 0, monkeypatch)
 
 
-# The two-accumulator loop (tiles up to 128 columns) in 2-CTA clusters sharing B or A, and on
+# The two-accumulator loop (tiles up to 136 columns) in 2-CTA clusters sharing B or A, and on
 # short rings (2 stages: the ring wraps every other K block, the scale slots every lap), with
 # 1, 2, 3 and 5 K blocks per tile (the loop's tails) and odd block counts.
 @pytest.mark.parametrize("block_n, multicast, on_a, stages",
                          [(128, 2, False, 0), (128, 2, True, 0), (128, 1, False, 2),
-                          (64, 1, False, 2), (96, 2, False, 3)])
+                          (64, 1, False, 2), (96, 2, False, 3), (136, 2, False, 0),
+                          (136, 1, False, 2)])
 @pytest.mark.parametrize("m, n, k", [(300, 1000, 128), (300, 1000, 256), (129, 520, 384),
                                      (392, 1012, 640)])
 def test_two_accumulator_tiles_in_clusters_and_short_rings_match_fp32(
