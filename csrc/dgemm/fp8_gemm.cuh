@@ -244,11 +244,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                          ceil_div(kNumKBlocks, 32u) : kMaxScalesBPerLane;
 
     // ---- Register budgets (setmaxnreg) --------------------------------------------------
-    // 128 * 40 + kNumMathThreads * kNumMathRegisters must fit the SM's 65536 registers.
+    // 128 * kNumTMARegisters + kNumMathThreads * kNumMathRegisters within the CTA's budget.
     constexpr uint32_t kNumTMARegisters = 40;
     constexpr uint32_t kNumMathRegisters = kNumMathThreads == 384 ? 152 : 232;
-    static_assert(128 * kNumTMARegisters + kNumMathThreads * kNumMathRegisters <= 65536,
-                  "register budgets (setmaxnreg) exceed the SM's 64K registers");
+    static_assert(128 * kNumTMARegisters + kNumMathThreads * kNumMathRegisters <=
+                  kMaxCtaRegisterBudget, "register budgets (setmaxnreg) exceed what a CTA gets");
     static_assert(kNumTMARegisters % 8 == 0 and kNumMathRegisters % 8 == 0 and
                   kNumTMARegisters >= 24 and kNumMathRegisters <= 256,
                   "setmaxnreg takes multiples of 8 in 24..256");

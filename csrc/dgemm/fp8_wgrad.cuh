@@ -173,8 +173,8 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     // warpgroups' 240 (against 232) keep the 136-wide accumulator sets and schedule the
     // 128-wide loop better (bench/NOTES.md, session 19, z1: +1.7% at 128x1).
     constexpr uint32_t kNumTMARegisters = 24, kNumMathRegisters = 240;
-    static_assert(128 * kNumTMARegisters + kWgradMathThreads * kNumMathRegisters <= 65536,
-                  "register budgets (setmaxnreg) exceed the SM's 64K registers");
+    static_assert(128 * kNumTMARegisters + kWgradMathThreads * kNumMathRegisters <=
+                  kMaxCtaRegisterBudget, "register budgets (setmaxnreg) exceed what a CTA gets");
 
     extern __shared__ __align__(1024) uint8_t smem_buffer[];
     uint8_t* smem_d = smem_buffer + kSmem.d;
