@@ -58,10 +58,10 @@ __host__ __device__ constexpr uint32_t fp8_wgrad_scales_b_stride() {
 // Tiles up to 136 columns keep two accumulator sets (K block k + 1's WGMMAs run while K block
 // k is promoted). With 240 registers per math thread, 3 x 68 accumulators (136 columns) spill
 // only in the tile's tail, outside the K loop; 144 and 152 columns spill inside it (10 and 36
-// stores), so wider tiles promote between their WGMMAs. They free a stage's A and B as soon as its WGMMAs are done and read its scales
-// afterwards, in the promotion, so their scales have two slots per stage, one per lap of the
-// ring (slot = stage + lap parity x stages): the producer cannot come back to a slot before
-// the stage's next release.
+// stores), so wider tiles promote between their WGMMAs. They free a stage's A and B as soon
+// as its WGMMAs are done and read its scales afterwards, in the promotion, so their scales
+// have two slots per stage, one per lap of the ring (slot = stage + lap parity x stages): the
+// producer cannot come back to a slot before the stage's next release.
 template <uint32_t BLOCK_N>
 __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
     return BLOCK_N <= 136;

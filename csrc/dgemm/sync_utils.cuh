@@ -113,10 +113,10 @@ __device__ __forceinline__ void cluster_sync() {
                  "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// What a CTA's setmaxnreg budgets (128 x producer + math threads x math) may add up to: one
-// warpgroup's 1024 registers short of the SM's 65536. setmaxnreg.inc waits until the registers
-// are free, and budgets of exactly 65536 never got them: the forward kernel at 32 + 2 x 240 hung
-// on an H200 (bench/NOTES.md, session 19, z3). CUTLASS's 40 + 232 and 24 + 240 make 64512.
+// What a CTA's setmaxnreg budgets (128 x producer + math threads x math) may add up to: 1024
+// short of the SM's 65536. setmaxnreg.inc waits until the registers are free, and budgets of
+// exactly 65536 never got them: the forward kernel at 32 + 2 x 240 hung on an H200
+// (bench/NOTES.md, session 19, z3). CUTLASS's 40 + 2 x 232 and 24 + 2 x 240 make 64512.
 constexpr uint32_t kMaxCtaRegisterBudget = 64512;
 
 template <uint32_t kRegs>

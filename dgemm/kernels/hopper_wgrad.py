@@ -121,8 +121,9 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
     times the time of one, then the wider tile. No clusters: on an H200 every 2-CTA
     multicast tile (128 and 160 wide, sharing A or B) ran 7..17% slower than the same tile
     alone (bench/NOTES.md, wgrad v2), 128 wide still 2..3% with two accumulator sets (session
-    18, y5); `bench_wgrad --tile` still probes them. Fewer than 4
-    stages leave TMA's latency exposed (the 160-wide tile has 3, and measured slower)."""
+    18, y5; session 19, z1: 128x2b 0.933 and 136x2b 0.929 against 128x1 0.967); `bench_wgrad
+    --tile` still probes them. Fewer than 4 stages leave TMA's latency exposed (the 160-wide
+    tile has 3, and measured slower)."""
     args = (m, n, num_sms)
     spec = _selections.get(args)
     if spec is None:
