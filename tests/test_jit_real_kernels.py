@@ -113,6 +113,14 @@ def test_the_compiled_kernel_matches_what_python_launches(spec, name, cubins):
     assert recorded.param_sizes == _c_sizes(kernels.family(spec.kernel).ARGS)
 
 
+@pytest.mark.parametrize("name", COMPILERS)
+def test_a_kernel_compiles_to_the_same_bytes_in_another_process(name, cubins):
+    """Ranks that compile the same spec get the same cubin (a namespace-scope constexpr
+    variable once made NVRTC name a symbol with a per-compilation ID)."""
+    spec = next(s for s in EXTRA_SPECS if s.arch == "sm_90a")
+    assert _compile(spec, name)[0] == cubins[spec, name][0]
+
+
 def test_the_specs_include_every_tile_kind_the_large_m_picks_use():
     tiles = {(s.block_m, s.block_n, s.num_tma_multicast, s.multicast_on_a)
              for s in SPECS if s.arch == "sm_90a"}

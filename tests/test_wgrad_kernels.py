@@ -104,6 +104,14 @@ def test_the_compiled_wgrad_kernel_matches_what_python_launches(spec, name, cubi
     assert recorded.param_sizes == tuple(ctypes.sizeof(t) for t in family.ARGS.types)
 
 
+@pytest.mark.parametrize("name", COMPILERS)
+def test_a_wgrad_kernel_compiles_to_the_same_bytes_in_another_process(name, cubins):
+    """Ranks that compile the same spec get the same cubin (a namespace-scope constexpr
+    variable once made NVRTC name a symbol with a per-compilation ID)."""
+    spec = SPECS[0]
+    assert _compile(spec, name)[0] == cubins[spec, name][0]
+
+
 def _front_end_fails(spec) -> bool:
     try:
         _compile(spec)

@@ -30,8 +30,10 @@
 namespace dgemm {
 
 // Groups per launch: their tensor maps (2 x 128 bytes each) keep the kernel's parameters
-// under the classic 4 KB limit. The host splits more groups over several launches.
-constexpr uint32_t kWgradMaxGroups = 12;
+// under the classic 4 KB limit. The host splits more groups over several launches. (An
+// enumerator: a namespace-scope constexpr variable makes NVRTC's cubin differ per compile,
+// see kMaxCtaRegisterBudget.)
+enum : uint32_t { kWgradMaxGroups = 12 };
 
 struct Fp8WgradGroups {
     TmaDescriptor a[kWgradMaxGroups];         // A_g fp8 [M, K_g]: boxes of 128 K x BLOCK_M rows

@@ -117,7 +117,9 @@ __device__ __forceinline__ void cluster_sync() {
 // short of the SM's 65536. setmaxnreg.inc waits until the registers are free, and budgets of
 // exactly 65536 never got them: the forward kernel at 32 + 2 x 240 hung on an H200
 // (bench/NOTES.md, session 19, z3). CUTLASS's 40 + 2 x 232 and 24 + 2 x 240 make 64512.
-constexpr uint32_t kMaxCtaRegisterBudget = 64512;
+// An enumerator, not a namespace-scope constexpr variable: NVRTC emits those as symbols named
+// with a per-compilation ID, and the cubin's bytes then differ from one compile to the next.
+enum : uint32_t { kMaxCtaRegisterBudget = 64512 };
 
 template <uint32_t kRegs>
 __device__ __forceinline__ void warpgroup_reg_alloc() {
