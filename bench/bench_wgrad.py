@@ -10,10 +10,11 @@ TMA-aligned (so neither times a layout copy), accumulate in place onto their own
 same fp32 `c` (`d is c`, the training use), and both results are checked against an fp32
 reference before anything is timed (calc_diff < 1e-3; a wrong dgemm row is not timed unless
 --time-wrong asks for it, for ablated kernel copies, and is then marked; a wrong DeepGEMM row
-loses its column). --tile and --stages force the Hopper tile (probes). DeepGEMM compiles its kernels (N and K of a dense call are
-compile-time there) in parallel worker processes first. TFLOPS count 2 * M * N * K (K = all
-groups' tokens for k-grouped). The last line gives dgemm's cache counters: `compiles` 0
-means every kernel came from the prewarmed cache. First written in training t0 without a GPU.
+loses its column). --tile and --stages force the Hopper tile (probes). DeepGEMM compiles its
+kernels (N and K of a dense call are compile-time there) in parallel worker processes
+first. TFLOPS count 2 * M * N * K (K = all groups' tokens for k-grouped). The last line
+gives dgemm's cache counters: `compiles` 0 means every kernel came from the prewarmed cache.
+First written in training t0 without a GPU.
 """
 from __future__ import annotations
 
