@@ -79,6 +79,28 @@ def test_every_hopper_wgrad_tile_has_a_pipeline_that_fits(block_n):
             or hopper_wgrad.smem_plan(128, block_n, stages + 1) > hopper_wgrad.SMEM_CAPACITY)
 
 
+@pytest.mark.parametrize("block_n", hopper_wgrad.BLOCK_NS)
+def test_the_reduce_epilogue_stages_the_whole_tile_or_reuses_at_least_two_slots(block_n):
+    """The chunk slots never cost a stage: the ring is as deep as with the fewest slots, and
+    the slots are as many as fit beside it (the whole tile, its tail slot tail-sized, where
+    that fits)."""
+    chunks, stages = hopper_wgrad.d_chunks(block_n), hopper_wgrad.num_stages(block_n)
+    slots = hopper_wgrad.d_slots(128, block_n, stages)
+    assert min(chunks, 2) == hopper_wgrad.min_d_slots(block_n) <= slots <= chunks
+    assert (slots == chunks or hopper_wgrad._smem(128, block_n, stages, slots + 1)
+            > hopper_wgrad.SMEM_CAPACITY)
+    whole = hopper_wgrad.d_bytes(block_n, chunks)
+    assert whole == 64 * block_n * 4                    # a warpgroup's 64 rows, fp32
+    assert hopper_wgrad.d_bytes(block_n, slots) == (whole if slots == chunks else slots * 8192)
+
+
+def test_the_128_and_136_wide_tiles_trade_whole_tile_staging_for_a_fifth_stage():
+    for block_n in (128, 136):
+        assert hopper_wgrad.num_stages(block_n) == 5
+        assert hopper_wgrad.d_slots(128, block_n, 5) == 3 < hopper_wgrad.d_chunks(block_n)
+        assert hopper_wgrad.d_slots(128, block_n, 4) == hopper_wgrad.d_chunks(block_n)
+
+
 def test_the_wgrad_heuristic_keeps_four_stages_and_whole_clusters():
     """3-stage tiles (160 columns) are for probes only; a cluster's grid is whole pairs."""
     for m in (1, 7, 129, 2112, 4096, 7168, 24576, 32768):

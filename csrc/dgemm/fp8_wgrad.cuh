@@ -69,10 +69,31 @@ __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
     return BLOCK_N <= 136;
 }
 
+// The reduce epilogue stages a warpgroup's 64 x BLOCK_N sums in chunks of 64 rows x 128 bytes
+// (32 columns, or the tail's BLOCK_N % 32), one TMA reduction each, in as many chunk slots as
+// the pipeline leaves room for: one per chunk where they fit (the whole tile), else fewer
+// (at least two), reused within the tile once TMA has read the chunk a slot held. That leaves
+// the 128- and 136-wide tiles a fifth stage (a whole 128-wide tile takes 64 KB per CTA).
+enum : uint32_t { kWgradSmemCapacity = 232448, kWgradChunkBytes = 64 * 128 };
+
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr uint32_t fp8_wgrad_d_chunks() {
+    return (BLOCK_N + 31) / 32;
+}
+
+// A warpgroup's slots: the whole tile (the tail's slot as large as the tail) or d_slots
+// chunk slots, the tail reusing one of them.
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr uint32_t fp8_wgrad_d_bytes(uint32_t d_slots) {
+    return d_slots == fp8_wgrad_d_chunks<BLOCK_N>()
+        ? BLOCK_N / 32 * kWgradChunkBytes + 64 * (BLOCK_N % 32) * 4
+        : d_slots * kWgradChunkBytes;
+}
+
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
-__host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
+__host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem(uint32_t d_slots) {
     const uint32_t d = 0;                                           // 1024-aligned blocks first
-    const uint32_t a = d + BLOCK_M * BLOCK_N * 4;                   // the reduce epilogue's tile
+    const uint32_t a = d + BLOCK_M / 64 * fp8_wgrad_d_bytes<BLOCK_N>(d_slots);
     const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;
     const uint32_t laps = fp8_wgrad_two_accumulators<BLOCK_N>() ? 2 : 1;   // scale slots
     const uint32_t scales_a = b + kNumStages * BLOCK_N * BLOCK_K;
@@ -80,6 +101,29 @@ __host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
     const uint32_t full = scales_b + laps * kNumStages * fp8_wgrad_scales_b_stride<BLOCK_N>();
     const uint32_t empty = full + kNumStages * 8;
     return {d, a, b, scales_a, scales_b, full, empty, empty + kNumStages * 8};
+}
+
+// The fewest chunk slots: two (one written while TMA reads the other), one for a one-chunk tile.
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr uint32_t fp8_wgrad_min_d_slots() {
+    return fp8_wgrad_d_chunks<BLOCK_N>() < 2 ? fp8_wgrad_d_chunks<BLOCK_N>() : 2;
+}
+
+// Chunk slots per warpgroup: the most, up to one per chunk, that fit beside kNumStages stages
+// (the fewest if none fit: the plan check then fails).
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
+__host__ __device__ constexpr uint32_t fp8_wgrad_d_slots() {
+    uint32_t slots = fp8_wgrad_d_chunks<BLOCK_N>();
+    while (slots > fp8_wgrad_min_d_slots<BLOCK_N>() and
+           fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>(slots).total > kWgradSmemCapacity)
+        --slots;
+    return slots;
+}
+
+template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages>
+__host__ __device__ constexpr Fp8WgradSmem fp8_wgrad_smem() {
+    return fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>(
+        fp8_wgrad_d_slots<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>());
 }
 
 enum : uint32_t {
@@ -90,7 +134,8 @@ enum : uint32_t {
 template <uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
           uint32_t kPlannedSmemBytes, uint32_t kPlannedThreads, uint32_t kPlannedGroupsBytes>
 struct Fp8WgradPlanCheck {
-    static_assert(fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total <= 232448,
+    static_assert(fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total <=
+                  kWgradSmemCapacity,
                   "the wgrad kernel's shared memory exceeds the 232448 bytes an sm_90 CTA may "
                   "use: fewer stages or a narrower tile");
     static_assert(fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total ==
@@ -153,12 +198,16 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                                      BLOCK_M * 4 + BLOCK_N * 4;
     // The reduce epilogue: per warpgroup 64 rows x BLOCK_N fp32 as 32-column chunks of 64 rows
     // x 128 bytes, 128B-swizzled (the TMA box of tma_d), then the tail's 64 rows x kTailColumns
-    // row-major (the box of tma_d_tail). A warp's 8-byte stores to 8 rows of 32 or 96 bytes
-    // meet no bank twice; rows of 64 bytes (16-column tails) meet each bank twice.
-    constexpr uint32_t kChunkColumns = 32, kChunkBytes = 64 * 128;
+    // row-major (the box of tma_d_tail), chunk j in slot j % kDSlots (fp8_wgrad_d_slots). A
+    // warp's 8-byte stores to 8 rows of 32 or 96 bytes meet no bank twice; rows of 64 bytes
+    // (16-column tails) meet each bank twice.
+    constexpr uint32_t kChunkColumns = 32, kChunkBytes = kWgradChunkBytes;
     constexpr uint32_t kFullChunks = BLOCK_N / kChunkColumns;
     constexpr uint32_t kTailColumns = BLOCK_N % kChunkColumns;
-    constexpr uint32_t kWarpgroupDBytes = kFullChunks * kChunkBytes + 64 * kTailColumns * 4;
+    constexpr uint32_t kNumChunks = fp8_wgrad_d_chunks<BLOCK_N>();
+    constexpr uint32_t kDSlots = fp8_wgrad_d_slots<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
+    constexpr uint32_t kWarpgroupDBytes = fp8_wgrad_d_bytes<BLOCK_N>(kDSlots);
+    static_assert(kFullChunks + (kTailColumns != 0) == kNumChunks, "chunks and tail");
     constexpr Fp8WgradSmem kSmem = fp8_wgrad_smem<BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
     constexpr uint32_t kScalesBStride = fp8_wgrad_scales_b_stride<BLOCK_N>() / 4;   // floats
     // Tiles up to 136 columns: two accumulator sets, and their scales in a slot per lap of
@@ -168,7 +217,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
         return kTwoAccumulators ? stage + phase * kNumStages : stage;
     };
     static_assert(BLOCK_M * 4 % 128 == 0, "A's scales of a stage: a 128-byte aligned TMA box");
-    static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "one staging tile per warpgroup");
+    static_assert(kSmem.a - kSmem.d == 2 * kWarpgroupDBytes, "a chunk ring per warpgroup");
     constexpr uint32_t kNumNUnits = ceil_div(ceil_div(SHAPE_N, BLOCK_N), kUnitN);
     constexpr uint32_t kNumMathWarps = kWgradMathThreads / 32;
     // The producer is one thread with a few addresses: 24 registers hold it, and the math
@@ -414,50 +463,71 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             const uint32_t d_index = groups.d_index[tile.group];
             if (reduce_into_d) {
                 // Registers -> 128B-swizzled chunks (the 16-byte unit of column c in row r
-                // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns,
-                // then the tail's columns row-major -> one `d += tail`.
-                if (store_leader)
-                    tma_store_wait<true>();           // the last tile's reductions read it
-                named_barrier_sync(barrier_id, 128);
+                // sits at unit (c / 4) ^ (r % 8)) -> one TMA `d += chunk` per 32 columns, then
+                // the tail's columns row-major -> one `d += tail`; a bulk group per chunk.
+                // Chunks 0 .. kDSlots - 1 fill the slots at once; chunk j past them waits
+                // until TMA has read chunk j - kDSlots from its slot.
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t byte_in_unit = (lane_idx % 2) * 8;
-                #pragma unroll
-                for (uint32_t i = 0; i < kFullChunks * 4; ++i) {
-                    uint8_t* chunk = wg_smem_d + (i / 4) * kChunkBytes;
-                    const uint32_t unit = (i % 4) * 2 + (lane_idx % 4) / 2;
-                    const uint32_t offset = ((unit ^ (row % 8)) * 16) + byte_in_unit;
-                    *reinterpret_cast<float2*>(chunk + row * 128 + offset) =
-                        make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
-                    *reinterpret_cast<float2*>(chunk + (row + 8) * 128 + offset) =
-                        make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
-                }
-                #pragma unroll
-                for (uint32_t i = kFullChunks * 4; i < kNumAccum / 4; ++i) {
-                    float* tail = reinterpret_cast<float*>(wg_smem_d + kFullChunks * kChunkBytes);
-                    const uint32_t col = (i - kFullChunks * 4) * 8 + col_in_frag;
-                    *reinterpret_cast<float2*>(tail + row * kTailColumns + col) =
-                        make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
-                    *reinterpret_cast<float2*>(tail + (row + 8) * kTailColumns + col) =
-                        make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
-                }
-                fence_view_async_shared();            // generic writes -> TMA reads
-                named_barrier_sync(barrier_id, 128);
-                if (store_leader and tile.m0 + wg_row0 < shape_m) {
-                    #pragma unroll
-                    for (uint32_t j = 0; j < kFullChunks; ++j) {
-                        if (tile.n0 + j * kChunkColumns < SHAPE_N)
-                            tma_reduce_add_3d(&tma_d, wg_smem_d + j * kChunkBytes,
-                                              static_cast<int32_t>(tile.n0 + j * kChunkColumns),
-                                              static_cast<int32_t>(tile.m0 + wg_row0),
-                                              static_cast<int32_t>(d_index));
+                auto write_chunk = [&](uint32_t j) {
+                    uint8_t* chunk = wg_smem_d + (j % kDSlots) * kChunkBytes;
+                    if (j < kFullChunks) {
+                        #pragma unroll
+                        for (uint32_t i = j * 4; i < j * 4 + 4; ++i) {
+                            const uint32_t unit = (i % 4) * 2 + (lane_idx % 4) / 2;
+                            const uint32_t offset = ((unit ^ (row % 8)) * 16) + byte_in_unit;
+                            *reinterpret_cast<float2*>(chunk + row * 128 + offset) =
+                                make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                            *reinterpret_cast<float2*>(chunk + (row + 8) * 128 + offset) =
+                                make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                        }
+                    } else {
+                        float* tail = reinterpret_cast<float*>(chunk);
+                        #pragma unroll
+                        for (uint32_t i = kFullChunks * 4; i < kNumAccum / 4; ++i) {
+                            const uint32_t col = (i - kFullChunks * 4) * 8 + col_in_frag;
+                            *reinterpret_cast<float2*>(tail + row * kTailColumns + col) =
+                                make_float2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
+                            *reinterpret_cast<float2*>(tail + (row + 8) * kTailColumns + col) =
+                                make_float2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                        }
                     }
-                    const uint32_t tail_n0 = tile.n0 + kFullChunks * kChunkColumns;
-                    if (kTailColumns != 0 and tail_n0 < SHAPE_N)
-                        tma_reduce_add_3d(&tma_d_tail, wg_smem_d + kFullChunks * kChunkBytes,
-                                          static_cast<int32_t>(tail_n0),
+                };
+                auto reduce_chunk = [&](uint32_t j) {      // the store leader
+                    const uint32_t n0 = tile.n0 + j * kChunkColumns;
+                    if (tile.m0 + wg_row0 < shape_m and n0 < SHAPE_N)
+                        tma_reduce_add_3d(j < kFullChunks ? &tma_d : &tma_d_tail,
+                                          wg_smem_d + (j % kDSlots) * kChunkBytes,
+                                          static_cast<int32_t>(n0),
                                           static_cast<int32_t>(tile.m0 + wg_row0),
                                           static_cast<int32_t>(d_index));
-                    tma_store_commit();
+                    tma_store_commit();               // a group per chunk, even an empty one
+                };
+                if (store_leader)
+                    tma_store_wait<true>();           // the last tile's reductions read them
+                named_barrier_sync(barrier_id, 128);
+                #pragma unroll
+                for (uint32_t j = 0; j < kDSlots; ++j)
+                    write_chunk(j);
+                fence_view_async_shared();            // generic writes -> TMA reads
+                named_barrier_sync(barrier_id, 128);
+                if (store_leader) {
+                    #pragma unroll
+                    for (uint32_t j = 0; j < kDSlots; ++j)
+                        reduce_chunk(j);
+                }
+                #pragma unroll
+                for (uint32_t j = kDSlots; j < kNumChunks; ++j) {
+                    // Groups committed: chunks 0 .. j - 1; chunk j - kDSlots is read once at
+                    // most kDSlots - 1 are pending.
+                    if (store_leader)
+                        tma_store_wait<true, kDSlots - 1>();
+                    named_barrier_sync(barrier_id, 128);
+                    write_chunk(j);
+                    fence_view_async_shared();
+                    named_barrier_sync(barrier_id, 128);
+                    if (store_leader)
+                        reduce_chunk(j);
                 }
                 continue;
             }

@@ -58,14 +58,15 @@ __device__ __forceinline__ void tma_store_commit() {
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
 
-// Wait until the committed stores have finished reading shared memory (the buffer may be
-// rewritten); with kReadOnly false, until they have completed.
-template <bool kReadOnly>
+// Wait until all but the kPending most recent committed store groups have finished reading
+// shared memory (their buffers may be rewritten); with kReadOnly false, until they have
+// completed.
+template <bool kReadOnly, uint32_t kPending = 0>
 __device__ __forceinline__ void tma_store_wait() {
     if constexpr (kReadOnly)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(kPending) : "memory");
     else
-        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group %0;" :: "n"(kPending) : "memory");
 }
 
 }  // namespace dgemm

@@ -30,7 +30,9 @@ BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 co
 # What the heuristic weighs. 120 (session 18, y6) and 136 (two accumulator sets, session 19,
 # z1) run at 128's rate per column and fill the last wave where 128 does not; 144 and 152
 # (one accumulator set) ran slower per FLOP, alone and in clusters (session 16 w1-w3): probes.
-CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 136, 160)
+CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 136)
+_D_CHUNK_COLUMNS = 32             # header: kChunkColumns (the tail chunk has the rest)
+_D_CHUNK_BYTES = 64 * 128         # header: kWgradChunkBytes, a chunk slot
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
 SMEM_CAPACITY = 232_448
 MAX_STAGES = 8
@@ -41,14 +43,47 @@ def num_threads(spec: KernelSpec) -> int:
 
 
 def smem_plan(block_m: int, block_n: int, num_stages: int) -> int:
-    """Header: `fp8_wgrad_smem(...).total`: the reduce epilogue's fp32 tile, then per stage
-    the A and B tiles, both scale vectors (B's padded to 128 bytes: a TMA destination), in
-    two slots (one per lap of the ring) where the tile keeps two accumulator sets, and a full
-    and an empty barrier."""
+    """Header: `fp8_wgrad_smem(...).total`: the reduce epilogue's chunk slots (64 rows x 128
+    bytes, `d_slots` per warpgroup of 64 rows), then per stage the A and B tiles, both scale
+    vectors (B's padded to 128 bytes: a TMA destination), in two slots (one per lap of the
+    ring) where the tile keeps two accumulator sets, and a full and an empty barrier."""
+    return _smem(block_m, block_n, num_stages, d_slots(block_m, block_n, num_stages))
+
+
+def _smem(block_m: int, block_n: int, num_stages: int, slots: int) -> int:
     scales_b = ceil_div(block_n * 4, 128) * 128
     laps = 2 if two_accumulators(block_n) else 1
-    return block_m * block_n * 4 + num_stages * (
+    return block_m // 64 * d_bytes(block_n, slots) + num_stages * (
         block_m * BLOCK_K + block_n * BLOCK_K + laps * (block_m * 4 + scales_b) + 16)
+
+
+def d_chunks(block_n: int) -> int:
+    """Header: `fp8_wgrad_d_chunks`: the reduce epilogue's 32-column chunks and tail."""
+    return ceil_div(block_n, _D_CHUNK_COLUMNS)
+
+
+def d_bytes(block_n: int, slots: int) -> int:
+    """Header: `fp8_wgrad_d_bytes`: a warpgroup's slots, the whole tile (its tail's slot as
+    large as the tail) or `slots` chunk slots that the tail shares."""
+    if slots == d_chunks(block_n):
+        return block_n // _D_CHUNK_COLUMNS * _D_CHUNK_BYTES + 64 * (block_n % _D_CHUNK_COLUMNS) * 4
+    return slots * _D_CHUNK_BYTES
+
+
+def min_d_slots(block_n: int) -> int:
+    """Header: `fp8_wgrad_min_d_slots`: two, one written while TMA reads the other (one for
+    a one-chunk tile)."""
+    return min(d_chunks(block_n), 2)
+
+
+def d_slots(block_m: int, block_n: int, num_stages: int) -> int:
+    """Header: `fp8_wgrad_d_slots`: the most chunk slots, up to one per chunk, that fit beside
+    the stages (the whole tile where it fits; slots are reused within a tile otherwise), and
+    no fewer than `min_d_slots`."""
+    slots = d_chunks(block_n)
+    while slots > min_d_slots(block_n) and _smem(block_m, block_n, num_stages, slots) > SMEM_CAPACITY:
+        slots -= 1
+    return slots
 
 
 def two_accumulators(block_n: int) -> bool:
@@ -62,8 +97,10 @@ def smem_bytes(spec: KernelSpec) -> int:
 
 
 def num_stages(block_n: int) -> int:
+    """The deepest ring that leaves the reduce epilogue two chunk slots (one where a tile is
+    one chunk): a stage is worth more than the slots past two (session 21, b1)."""
     return max(s for s in range(2, MAX_STAGES + 1)
-               if smem_plan(BLOCK_M, block_n, s) <= SMEM_CAPACITY)
+               if _smem(BLOCK_M, block_n, s, min_d_slots(block_n)) <= SMEM_CAPACITY)
 
 
 def groups_bytes(spec: KernelSpec) -> int:
@@ -144,8 +181,7 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
 _SWIZZLE_128B = 128
 _NO_SWIZZLE = 0
 MAX_GROUPS = 12                   # header: kWgradMaxGroups
-_D_BOX = (32, 64, 1)              # header: the reduce epilogue's 32-column x 64-row chunks
-_D_CHUNK_COLUMNS = _D_BOX[0]      # header: kChunkColumns (the tail chunk has the rest)
+_D_BOX = (_D_CHUNK_COLUMNS, 64, 1)   # header: the reduce epilogue's 32-column x 64-row chunks
 
 
 class Groups(ctypes.Structure):

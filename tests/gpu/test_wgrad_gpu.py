@@ -174,6 +174,21 @@ def test_tail_chunk_widths_match_fp32(m, n, k, block_n, multicast, on_a, monkeyp
     _check_forced_tile(m, n, k, block_n, multicast, on_a, 0, monkeypatch)
 
 
+# The reduce epilogue's chunk ring: tiles whose chunks outnumber their slots (128 and 136 at
+# five stages: three slots; 152 and 160: two) reuse slots within a tile, on grids where every
+# CTA walks several tiles, alone and in clusters, N cut inside a chunk.
+@pytest.mark.parametrize("block_n, multicast", [(128, 1), (136, 1), (136, 2), (152, 1),
+                                                (160, 1)])
+@pytest.mark.parametrize("m, n, k", [(1100, 4100, 256), (2048, 2050, 128)])
+def test_chunk_ring_tiles_match_fp32(m, n, k, block_n, multicast, monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a wgrad kernel needs Hopper")
+    from dgemm.kernels import hopper_wgrad
+    stages = hopper_wgrad.num_stages(block_n)
+    assert hopper_wgrad.d_slots(128, block_n, stages) < hopper_wgrad.d_chunks(block_n)
+    _check_forced_tile(m, n, k, block_n, multicast, False, 0, monkeypatch)
+
+
 # The two-accumulator loop (tiles up to 136 columns) in 2-CTA clusters sharing B or A, and on
 # short rings (2 stages: the ring wraps every other K block, the scale slots every lap), with
 # 1, 2, 3 and 5 K blocks per tile (the loop's tails) and odd block counts.
