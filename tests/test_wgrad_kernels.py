@@ -102,7 +102,7 @@ def test_the_128_and_136_wide_tiles_trade_whole_tile_staging_for_a_fifth_stage()
 
 
 def test_the_wgrad_heuristic_keeps_four_stages_and_whole_clusters():
-    """3-stage tiles (160 columns) are for probes only; a cluster's grid is whole pairs."""
+    """Every pick has at least four stages; a cluster's grid is whole pairs."""
     for m in (1, 7, 129, 2112, 4096, 7168, 24576, 32768):
         for n in (1, 129, 512, 1536, 2048, 2049, 4097, 7168, 16384):
             spec = hopper_wgrad.select("normal", m, n, 4096, 1, 132)

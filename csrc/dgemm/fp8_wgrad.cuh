@@ -16,11 +16,12 @@
 // vectors per K block into a ring of kNumStages stages), two math warpgroups own 64 rows of
 // the 128-row tile each. Two epilogues, chosen per launch:
 //  - reduce (N % 4 == 0, d 16-byte aligned): each warpgroup stages its 64 x BLOCK_N fp32 sums
-//    in shared memory and hands them to TMA as `d += tile` (a reduction at L2): 32-column
+//    in shared memory and hands them to TMA as `d += chunk` (a reduction at L2): 32-column
 //    128B-swizzled chunks, and an unswizzled tail chunk of the last BLOCK_N % 32 columns
-//    (8, 16 or 24: DeepGEMM-like 136/152-wide tiles); the host has made d equal to c first
-//    (a copy unless d is c). The warpgroup goes straight on to its
-//    next tile while the reduction runs, so the fp32 read-modify-write of D overlaps the next
+//    (8, 16 or 24: DeepGEMM-like 136/152-wide tiles), in chunk slots that a tile reuses where
+//    the whole tile does not fit beside the ring (fp8_wgrad_d_slots); the host has made d
+//    equal to c first (a copy unless d is c). The warpgroup goes straight on to its next tile
+//    while the last reductions run, so the fp32 read-modify-write of D overlaps the next
 //    tile's WGMMAs instead of stalling them.
 //  - registers (any N): d = c + sum from the registers, each element read from c and written
 //    to d by the same thread (so c may be d).

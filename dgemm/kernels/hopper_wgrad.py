@@ -29,7 +29,8 @@ BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 co
                                       # final ones) fit the registers
 # What the heuristic weighs. 120 (session 18, y6) and 136 (two accumulator sets, session 19,
 # z1) run at 128's rate per column and fill the last wave where 128 does not; 144 and 152
-# (one accumulator set) ran slower per FLOP, alone and in clusters (session 16 w1-w3): probes.
+# (one accumulator set) ran slower per FLOP, alone and in clusters (session 16 w1-w3), and
+# 160 with a fourth stage too (session 21 b1: 0.835 of DeepGEMM against 0.98): probes.
 CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 136)
 _D_CHUNK_COLUMNS = 32             # header: kChunkColumns (the tail chunk has the rest)
 _D_CHUNK_BYTES = 64 * 128         # header: kWgradChunkBytes, a chunk slot
@@ -159,8 +160,8 @@ def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int
     multicast tile (128 and 160 wide, sharing A or B) ran 7..17% slower than the same tile
     alone (bench/NOTES.md, wgrad v2), 128 wide still 2..3% with two accumulator sets (session
     18, y5; session 19, z1: 128x2b 0.933 and 136x2b 0.929 against 128x1 0.967); `bench_wgrad
-    --tile` still probes them. Fewer than 4 stages leave TMA's latency exposed (the 160-wide
-    tile has 3, and measured slower)."""
+    --tile` still probes them; with five stages too (session 21, b2: 136x2b 0.927, 128x2b
+    0.951 against 0.987). Fewer than 4 stages leave TMA's latency exposed."""
     args = (m, n, num_sms)
     spec = _selections.get(args)
     if spec is None:
