@@ -66,9 +66,7 @@ def d_chunks(block_n: int) -> int:
 def d_bytes(block_n: int, slots: int) -> int:
     """Header: `fp8_wgrad_d_bytes`: a warpgroup's slots, the whole tile (its tail's slot as
     large as the tail) or `slots` chunk slots that the tail shares."""
-    if slots == d_chunks(block_n):
-        return block_n // _D_CHUNK_COLUMNS * _D_CHUNK_BYTES + 64 * (block_n % _D_CHUNK_COLUMNS) * 4
-    return slots * _D_CHUNK_BYTES
+    return 64 * block_n * 4 if slots == d_chunks(block_n) else slots * _D_CHUNK_BYTES
 
 
 def min_d_slots(block_n: int) -> int:
@@ -82,7 +80,8 @@ def d_slots(block_m: int, block_n: int, num_stages: int) -> int:
     the stages (the whole tile where it fits; slots are reused within a tile otherwise), and
     no fewer than `min_d_slots`."""
     slots = d_chunks(block_n)
-    while slots > min_d_slots(block_n) and _smem(block_m, block_n, num_stages, slots) > SMEM_CAPACITY:
+    while (slots > min_d_slots(block_n)
+           and _smem(block_m, block_n, num_stages, slots) > SMEM_CAPACITY):
         slots -= 1
     return slots
 
