@@ -75,11 +75,15 @@ __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
 // the pipeline leaves room for: one per chunk where they fit (the whole tile), else fewer
 // (at least two), reused within the tile once TMA has read the chunk a slot held. That leaves
 // the 128- and 136-wide tiles a fifth stage (a whole 128-wide tile takes 64 KB per CTA).
-enum : uint32_t { kWgradSmemCapacity = 232448, kWgradChunkBytes = 64 * 128 };
+enum : uint32_t {
+    kWgradSmemCapacity = 232448,
+    kWgradChunkColumns = 32,
+    kWgradChunkBytes = 64 * 128,        // a chunk slot: 64 rows x 32 fp32
+};
 
 template <uint32_t BLOCK_N>
 __host__ __device__ constexpr uint32_t fp8_wgrad_d_chunks() {
-    return (BLOCK_N + 31) / 32;
+    return (BLOCK_N + kWgradChunkColumns - 1) / kWgradChunkColumns;
 }
 
 // A warpgroup's slots: the whole tile (the tail's slot as large as the tail) or d_slots
@@ -200,7 +204,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
     // row-major (the box of tma_d_tail), chunk j in slot j % kDSlots (fp8_wgrad_d_slots). A
     // warp's 8-byte stores to 8 rows of 32 or 96 bytes meet no bank twice; rows of 64 bytes
     // (16-column tails) meet each bank twice.
-    constexpr uint32_t kChunkColumns = 32, kChunkBytes = kWgradChunkBytes;
+    constexpr uint32_t kChunkColumns = kWgradChunkColumns, kChunkBytes = kWgradChunkBytes;
     constexpr uint32_t kFullChunks = BLOCK_N / kChunkColumns;
     constexpr uint32_t kTailColumns = BLOCK_N % kChunkColumns;
     constexpr uint32_t kNumChunks = fp8_wgrad_d_chunks<BLOCK_N>();
@@ -467,8 +471,9 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 // until TMA has read chunk j - kDSlots from its slot.
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t byte_in_unit = (lane_idx % 2) * 8;
+                auto slot_of = [&](uint32_t j) { return wg_smem_d + (j % kDSlots) * kChunkBytes; };
                 auto write_chunk = [&](uint32_t j) {
-                    uint8_t* chunk = wg_smem_d + (j % kDSlots) * kChunkBytes;
+                    uint8_t* chunk = slot_of(j);
                     if (j < kFullChunks) {
                         #pragma unroll
                         for (uint32_t i = j * 4; i < j * 4 + 4; ++i) {
@@ -494,8 +499,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 auto reduce_chunk = [&](uint32_t j) {      // the store leader
                     const uint32_t n0 = tile.n0 + j * kChunkColumns;
                     if (tile.m0 + wg_row0 < shape_m and n0 < SHAPE_N)
-                        tma_reduce_add_3d(j < kFullChunks ? &tma_d : &tma_d_tail,
-                                          wg_smem_d + (j % kDSlots) * kChunkBytes,
+                        tma_reduce_add_3d(j < kFullChunks ? &tma_d : &tma_d_tail, slot_of(j),
                                           static_cast<int32_t>(n0),
                                           static_cast<int32_t>(tile.m0 + wg_row0),
                                           static_cast<int32_t>(d_index));
