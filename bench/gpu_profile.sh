@@ -3,7 +3,7 @@
 # `heuristic`) and DeepGEMM 54e2261's, one launch each of the same shape (bench/NOTES.md, wgrad
 # v2 and p1). From the repository root with .anchors/:
 #     bash bench/gpu_profile.sh dense|contiguous|wgrad M N K TILE...
-# (contiguous: NUM_GROUPS groups, default 4, of M rows each).
+# (contiguous: NUM_GROUPS groups, default 4, of M rows each; a wgrad TILE@S holds S stages).
 # Reports go to $OUT (default /tmp/prof-out); PROFILE_SOURCE=1 adds the per-instruction stall
 # sampling (SourceCounters section) and exports each kernel's SASS with its per-instruction
 # samples and execution counts as ncu_LABEL.sass.csv (the tables of bench/NOTES.md q8, q13).
@@ -45,5 +45,7 @@ profile() {   # $1 label, rest: the profile_gemm arguments
 profile deep_gemm --impl deep_gemm
 for tile in "$@"; do
   if [ "$tile" = heuristic ]; then profile dgemm --impl dgemm
+  elif [[ $tile == *@* ]]; then
+    profile "dgemm_${tile/@/_s}" --impl dgemm --tile "${tile%@*}" --stages "${tile#*@}"
   else profile "dgemm_$tile" --impl dgemm --tile "$tile"; fi
 done

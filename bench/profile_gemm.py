@@ -60,9 +60,9 @@ def _contiguous(impl: str, tile, m: int, n: int, k: int, groups: int):
     return contiguous_call(impl, tile, a, b, d, layout)
 
 
-def _wgrad(impl: str, tile, m: int, n: int, k: int):
+def _wgrad(impl: str, tile, m: int, n: int, k: int, stages: int = 0):
     if tile:
-        bench_wgrad.force_tile(*tile)
+        bench_wgrad.force_tile(*tile, stages=stages)
     a, _ = bench_wgrad._quantized(m, k)
     b, _ = bench_wgrad._quantized(n, k)
     d = torch.zeros(m, n, device="cuda")
@@ -82,9 +82,13 @@ def main(argv=None) -> int:
                         metavar=("M", "N", "K"))
     parser.add_argument("--groups", type=int, default=4,
                         help="contiguous: groups of M rows each")
+    parser.add_argument("--stages", type=int, default=0,
+                        help="wgrad with --tile: at most this many pipeline stages")
     parser.add_argument("--iters", type=int, default=3)
     args = parser.parse_args(argv)
     dense = args.recipe != "wgrad"
+    if args.stages and (dense or not args.tile):
+        parser.error("--stages is for --recipe wgrad with --tile")
     tile = None
     if args.tile:
         try:
@@ -93,8 +97,10 @@ def main(argv=None) -> int:
             parser.error(str(err))
     if args.recipe == "contiguous":
         run = _contiguous(args.impl, tile, *args.shape, args.groups)
+    elif dense:
+        run = _dense(args.impl, tile, *args.shape)
     else:
-        run = (_dense if dense else _wgrad)(args.impl, tile, *args.shape)
+        run = _wgrad(args.impl, tile, *args.shape, stages=args.stages)
     for _ in range(args.iters):
         run()
     torch.cuda.synchronize()

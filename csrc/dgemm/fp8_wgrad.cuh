@@ -70,6 +70,18 @@ __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
     return BLOCK_N <= 136;
 }
 
+// A two-accumulator tile reads the scales of the K block it retires before waiting for that
+// block's WGMMAs: read after the wait, each of the 17 LDS pairs of a 136-wide tile left its
+// FMULs stalled (short_sb, ~35% of a math warp's samples; bench/NOTES.md session 22, c1..c3).
+// Up to 120 columns every B-scale pair fits beside the three accumulator sets, and the reads
+// go after the next K block's WGMMAs are issued. At 128 and 136 only 6 and 4 pairs fit (more
+// spill with ptxas 13.0): they are read before the next K block's barrier wait, for the most
+// lead, and the rest after the wait.
+template <uint32_t BLOCK_N>
+__host__ __device__ constexpr uint32_t fp8_wgrad_early_scale_pairs() {
+    return BLOCK_N <= 120 ? BLOCK_N / 8 : BLOCK_N == 128 ? 6 : 4;
+}
+
 // The reduce epilogue stages a warpgroup's 64 x BLOCK_N sums in chunks of 64 rows x 128 bytes
 // (32 columns, or the tail's BLOCK_N % 32), one TMA reduction each, in as many chunk slots as
 // the pipeline leaves room for: one per chunk where they fit (the whole tile), else fewer
@@ -396,16 +408,50 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             a0 = sa[r0], a1 = sa[r0 + 8];
             return smem_scales_b + slot * kScalesBStride + col_in_frag;
         };
+        // The oldest K block's scales, read before its WGMMAs are waited for (A's two and the
+        // first kEarlyPairs of B's; fp8_wgrad_early_scale_pairs). The fences keep them there.
+        constexpr uint32_t kEarlyPairs = fp8_wgrad_early_scale_pairs<BLOCK_N>();
+        constexpr bool kEarlyBeforeIssue = kEarlyPairs < kNumAccum / 4;
+        struct EarlyScales { float a0, a1; float2 b[kEarlyPairs]; };
+        auto read_early_scales = [&]() {
+            EarlyScales early;
+            const float* sb = scales(scale_slot(s_retire, phase_retire), early.a0, early.a1);
+            #pragma unroll
+            for (uint32_t i = 0; i < kEarlyPairs; ++i)
+                early.b[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+            fence_operand(early.a0), fence_operand(early.a1);
+            #pragma unroll
+            for (uint32_t i = 0; i < kEarlyPairs; ++i)
+                fence_operand(early.b[i].x), fence_operand(early.b[i].y);
+            return early;
+        };
         // The oldest K block's group is complete: free its stage, then promote it.
-        auto retire = [&](auto& acc) {
+        auto retire = [&](auto& acc, const EarlyScales& early) {
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 fence_operand(acc[i]);
-            float a0, a1;
-            const float* sb = scales(release(), a0, a1);
+            const float* sb = smem_scales_b + release() * kScalesBStride + col_in_frag;
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum / 4; ++i)
-                promote(acc, a0, a1, i, *reinterpret_cast<const float2*>(sb + i * 8));
+                promote(acc, early.a0, early.a1, i, i < kEarlyPairs ? early.b[i] :
+                        *reinterpret_cast<const float2*>(sb + i * 8));
+        };
+        // Issue the next K block into `next`, then retire the oldest (in `oldest`).
+        auto overlap = [&](auto& next, auto& oldest) {
+            EarlyScales early;
+            if constexpr (kEarlyBeforeIssue)
+                early = read_early_scales();
+            issue(next);
+            if constexpr (not kEarlyBeforeIssue)
+                early = read_early_scales();
+            wgmma_wait_group<1>();
+            retire(oldest, early);
+        };
+        // Retire the last K block in flight.
+        auto drain = [&](auto& oldest) {
+            const EarlyScales early = read_early_scales();
+            wgmma_wait_group<0>();
+            retire(oldest, early);
         };
         for (uint32_t u = first_unit; u < num_units; u += unit_step) {
             const Tile tile = tile_at(u);
@@ -423,22 +469,14 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
                 uint32_t k_block = 0;
                 #pragma unroll 1
                 for (; k_block + 2 < num_k_blocks; k_block += 2) {
-                    issue(acc1);
-                    wgmma_wait_group<1>();
-                    retire(acc0);
-                    issue(acc0);
-                    wgmma_wait_group<1>();
-                    retire(acc1);
+                    overlap(acc1, acc0);
+                    overlap(acc0, acc1);
                 }
                 if (k_block + 1 < num_k_blocks) {
-                    issue(acc1);
-                    wgmma_wait_group<1>();
-                    retire(acc0);
-                    wgmma_wait_group<0>();
-                    retire(acc1);
+                    overlap(acc1, acc0);
+                    drain(acc1);
                 } else {
-                    wgmma_wait_group<0>();
-                    retire(acc0);
+                    drain(acc0);
                 }
             } else {
                 #pragma unroll 1
