@@ -71,8 +71,8 @@ __host__ __device__ constexpr bool fp8_wgrad_two_accumulators() {
 }
 
 // A two-accumulator tile reads the scales of the K block it retires before waiting for that
-// block's WGMMAs: read after the wait, each of the 17 LDS pairs of a 136-wide tile left its
-// FMULs stalled (short_sb, ~35% of a math warp's samples; bench/NOTES.md session 22, c1..c3).
+// block's WGMMAs. Read after the wait, the LDS of a 136-wide tile left the FMULs that use them
+// stalled (short_sb, 35% of all warp samples; bench/NOTES.md session 22, c1..c3).
 // Up to 120 columns every B-scale pair fits beside the three accumulator sets, and the reads
 // go after the next K block's WGMMAs are issued. At 128 and 136 only 6 and 4 pairs fit (more
 // spill with ptxas 13.0): they are read before the next K block's barrier wait, for the most
@@ -403,10 +403,14 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             final_accum[i * 4 + 2] += acc[i * 4 + 2] * (a1 * b.x);
             final_accum[i * 4 + 3] += acc[i * 4 + 3] * (a1 * b.y);
         };
+        // This thread's B scales in a slot (pair i at + i * 8), and its two A scales.
+        auto scales_b = [&](uint32_t slot) {
+            return smem_scales_b + slot * kScalesBStride + col_in_frag;
+        };
         auto scales = [&](uint32_t slot, float& a0, float& a1) {
             const float* sa = smem_scales_a + slot * BLOCK_M;
             a0 = sa[r0], a1 = sa[r0 + 8];
-            return smem_scales_b + slot * kScalesBStride + col_in_frag;
+            return scales_b(slot);
         };
         // The oldest K block's scales, read before its WGMMAs are waited for (A's two and the
         // first kEarlyPairs of B's; fp8_wgrad_early_scale_pairs). The fences keep them there.
@@ -430,7 +434,7 @@ fp8_wgrad_kernel(const float* c, float* d, uint32_t shape_m, uint32_t reduce_int
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum; ++i)
                 fence_operand(acc[i]);
-            const float* sb = smem_scales_b + release() * kScalesBStride + col_in_frag;
+            const float* sb = scales_b(release());
             #pragma unroll
             for (uint32_t i = 0; i < kNumAccum / 4; ++i)
                 promote(acc, early.a0, early.a1, i, i < kEarlyPairs ? early.b[i] :
