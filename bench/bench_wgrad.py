@@ -150,6 +150,16 @@ def force_tile(block_n: int, multicast: int, on_a: bool, stages: int = 0) -> Non
     hopper_wgrad.select = forced
 
 
+def check_stages(parser: argparse.ArgumentParser, stages: int, tile) -> None:
+    """`--stages` (0: not given) forces a ring depth only with a forced tile, within
+    2..MAX_STAGES; anything else ends in `parser.error`."""
+    if stages and not tile:
+        parser.error("--stages needs --tile")
+    if stages and not 2 <= stages <= hopper_wgrad.MAX_STAGES:
+        parser.error(f"--stages {stages}: between 2 and {hopper_wgrad.MAX_STAGES} (at "
+                     f"most what fits the tile's shared memory is used)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -168,11 +178,7 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", type=int, default=0,
                         help="with --tile: at most this many pipeline stages (a probe)")
     args = parser.parse_args(argv)
-    if args.stages and not args.tile:
-        parser.error("--stages needs --tile")
-    if args.stages and not 2 <= args.stages <= hopper_wgrad.MAX_STAGES:
-        parser.error(f"--stages {args.stages}: between 2 and {hopper_wgrad.MAX_STAGES} (at "
-                     f"most what fits the tile's shared memory is used)")
+    check_stages(parser, args.stages, args.tile)
     if args.tile:
         force_tile(*args.tile, stages=args.stages)
     kinds = [kind for kind in args.kinds.split(",") if kind]

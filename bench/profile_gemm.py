@@ -87,8 +87,9 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=3)
     args = parser.parse_args(argv)
     dense = args.recipe != "wgrad"
-    if args.stages and (dense or not args.tile):
-        parser.error("--stages is for --recipe wgrad with --tile")
+    if args.stages and dense:
+        parser.error("--stages is for --recipe wgrad")
+    bench_wgrad.check_stages(parser, args.stages, args.tile)
     tile = None
     if args.tile:
         try:
