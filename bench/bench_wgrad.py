@@ -1,8 +1,11 @@
 """Weight-gradient GEMMs (recipe (1, 1, 128)) against DeepGEMM 54e2261 in the same run:
 dense `fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))` and `k_grouped_fp8_gemm_nt_contiguous`
-on DeepSeek-V3's training shapes (dgemm/shapes/deepseek_v3.json: "wgrad", "k_grouped").
+on DeepSeek-V3's training shapes (dgemm/shapes/deepseek_v3.json: "wgrad", "k_grouped"), or
+with `--suite broad` on other models' layers and experts (dgemm/shapes/broad.json; one K per
+layer, and a held-out part: bench/suite.py).
 
     python -m bench.bench_wgrad [--rounds 5] [--quick] [--json out.json] [--kinds wgrad,k_grouped]
+        [--suite deepseek_v3|broad] [--part fit|holdout|all]
         [--tile 128x1|136x2b|...] [--stages S] [--time-wrong]
 
 Both implementations get the same fp8 pairs with their scales already MN-major and
@@ -28,6 +31,7 @@ import torch
 
 import dgemm
 from bench import baselines, inputs, timing
+from bench import suite as suites
 from dgemm.kernels import hopper_wgrad
 
 WGRAD = (1, 1, 128)
@@ -105,23 +109,17 @@ def k_grouped_case(groups: int, m: int, n: int, k_per_group: int, deep_gemm) -> 
     return case
 
 
-def cases(shapes: dict, kinds: list, quick: bool) -> list:
-    """(kind, shape) rows: dense wgrad (m, n, k) over the preset's M x N and K, k-grouped
-    (groups, m, n, k_per_group)."""
-    rows = []
-    if "wgrad" in kinds:
-        rows += [("wgrad", (m, n, k)) for m, n in shapes["wgrad"]["mn"]
-                 for k in shapes["wgrad"]["k"] if not quick or k == 4096]
-    if "k_grouped" in kinds:
-        rows += [("k_grouped", (e["groups"], e["m"], e["n"], e["k_per_group"]))
-                 for e in shapes["k_grouped"]]
-    return rows
+def cases(suite: str, kinds: list, quick: bool, part: str = "all") -> list:
+    """The suite's rows (bench.suite.WgradCase): dense wgrad (m, n, k), k-grouped (groups, m,
+    n, k_per_group)."""
+    return suites.wgrad_cases(suite, kinds, part, quick)
 
 
 def deep_gemm_jobs(rows: list) -> list:
-    return [("wgrad", *shape) if kind == "wgrad" else
-            ("k_grouped", shape[1], shape[2], tuple(k_grouped_ks(shape[0], shape[3])))
-            for kind, shape in rows]
+    return [("wgrad", *row.shape) if row.kind == "wgrad" else
+            ("k_grouped", row.shape[1], row.shape[2],
+             tuple(k_grouped_ks(row.shape[0], row.shape[3])))
+            for row in rows]
 
 
 def parse_tile(text: str) -> tuple:
@@ -150,6 +148,16 @@ def force_tile(block_n: int, multicast: int, on_a: bool, stages: int = 0) -> Non
     hopper_wgrad.select = forced
 
 
+def tile_name(kind: str, shape: tuple) -> str:
+    """The Hopper wgrad tile this process runs for a row (forced or the heuristic's), as
+    `--tile` spells it, with its stages: e.g. 120x1@5."""
+    groups, m, n, k = (1, *shape) if kind == "wgrad" else shape
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    spec = hopper_wgrad.select("normal", m, n, k, groups, num_sms)
+    cluster = "1" if spec.num_tma_multicast == 1 else "2" + ("a" if spec.multicast_on_a else "b")
+    return f"{spec.block_n}x{cluster}@{spec.num_stages}"
+
+
 def check_stages(parser: argparse.ArgumentParser, stages: int, tile) -> None:
     """`--stages` (0: not given) forces a ring depth only with a forced tile, within
     2..MAX_STAGES; anything else ends in `parser.error`."""
@@ -164,6 +172,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="dense K = 4096 only, 2 rounds")
+    parser.add_argument("--suite", choices=suites.SUITES, default="deepseek_v3",
+                        help="deepseek_v3 (the issue's table) or broad (other models' layers "
+                             "and experts, one K per layer: bench/suite.py)")
+    parser.add_argument("--part", choices=suites.PARTS, default="all",
+                        help="fit, holdout or all rows of the suite (bench/suite.py)")
     parser.add_argument("--kinds", default="wgrad,k_grouped",
                         help="comma-separated: wgrad (dense), k_grouped (default both)")
     parser.add_argument("--json", type=pathlib.Path,
@@ -185,11 +198,11 @@ def main(argv=None) -> int:
     unknown = sorted(set(kinds) - {"wgrad", "k_grouped"})
     if unknown:
         parser.error(f"--kinds: unknown {', '.join(unknown)}; expected wgrad, k_grouped")
-    rows = cases(inputs.load_shapes(), kinds, args.quick)
+    rows = cases(args.suite, kinds, args.quick, args.part)
     rounds = 2 if args.quick else args.rounds
     deep_gemm = None if args.no_deep_gemm else baselines.deep_gemm_module()
-    print(f"# {timing.gpu_name()}; DeepGEMM: {'yes' if deep_gemm else 'no'}; "
-          f"{len(rows)} shapes, {rounds} rounds", flush=True)
+    print(f"# {timing.gpu_name()}; DeepGEMM: {'yes' if deep_gemm else 'no'}; suite "
+          f"{args.suite}, part {args.part}: {len(rows)} shapes, {rounds} rounds", flush=True)
     if deep_gemm is not None:
         errors = baselines.warm_deep_gemm(deep_gemm_jobs(rows))
         for error in errors:
@@ -199,13 +212,16 @@ def main(argv=None) -> int:
     def save():
         if args.json:
             args.json.write_text(json.dumps({"gpu": timing.gpu_name(), "rounds": rounds,
+                                             "suite": args.suite, "part": args.part,
                                              "rows": results, "stats": dgemm.jit.stats()},
                                             indent=1))
 
     print(f"{'kind':10} {'shape':>28} {'diff':>9} {'DG diff':>9} {'dgemm TF':>9} {'DG TF':>8} "
           f"{'ratio':>6}", flush=True)
-    for kind, shape in rows:
-        row = {"kind": kind, "shape": list(shape)}
+    for case_row in rows:
+        kind, shape = case_row.kind, case_row.shape
+        row = {"kind": kind, "shape": list(shape), "part": case_row.part,
+               "label": case_row.label, "tile": tile_name(kind, shape)}
         results.append(row)
         try:
             case = (dense_case(*shape, deep_gemm) if kind == "wgrad"
@@ -245,6 +261,12 @@ def main(argv=None) -> int:
         print(f"geomean dgemm / DeepGEMM speed: {timing.geomean(ratios):.3f}, "
               f"min {min(ratios):.3f} over {len(ratios)} shapes"
               + (f" ({wrong_timed} of them wrong results, timed)" if wrong_timed else ""))
+        for part in suites.PARTS[:2]:
+            in_part = [row["ratio"] for row in results
+                       if row.get("ratio") is not None and row["part"] == part]
+            if in_part and len(in_part) < len(ratios):
+                print(f"  part {part}: geomean {timing.geomean(in_part):.3f}, min "
+                      f"{min(in_part):.3f} over {len(in_part)} shapes")
     print(f"dgemm cache: {json.dumps(dgemm.jit.stats())}")
     save()
     wrong = [row for row in results if not row.get("diffs", {}).get("dgemm", 1) < inputs.DIFF_BAR]

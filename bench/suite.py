@@ -37,6 +37,7 @@ SUITES = ("deepseek_v3", "broad")
 PARTS = ("fit", "holdout", "all")
 M_STRATA = ((1, 32), (33, 128), (129, 1024), (1025, 16384))
 MAX_DENSE_FLOP = 6e12
+MAX_WGRAD_FLOP = 4e12           # a broad weight gradient's K: at most ~4 ms per call
 HOLDOUT_MODULUS = 3
 ALIGNMENT = 128                 # rows of each contiguous group are padded to this
 
@@ -171,6 +172,55 @@ def grouped_cases(suite: str, layout: str, part: str = "all") -> List[GroupedCas
                                  entry.get("model", ""),
                                  expected_m=entry.get("expected_m", 0),
                                  max_m=entry.get("max_m", 0), nominal_m=nominal))
+    return cases
+
+
+@dataclasses.dataclass(frozen=True)
+class WgradCase:
+    """A weight-gradient row: kind "wgrad" with shape (m, n, k), or "k_grouped" with shape
+    (groups, m, n, k_per_group)."""
+    kind: str
+    shape: tuple
+    part: str = "fit"
+    label: str = ""
+
+
+def wgrad_key(m: int, n: int) -> str:
+    return f"wgrad:{m}x{n}"
+
+
+def k_grouped_key(groups: int, m: int, n: int, k_per_group: int) -> str:
+    return f"k_grouped:{groups}x{m}x{n}:{k_per_group}"
+
+
+def wgrad_cases(suite: str, kinds=("wgrad", "k_grouped"), part: str = "all",
+                quick: bool = False) -> List[WgradCase]:
+    """The weight-gradient rows of a suite. DeepSeek-V3: every weight at every K of the preset,
+    all "fit". Broad: each weight (a layer, held out as a whole by its key) at one K of the
+    manifest, chosen by a hash of the layer among the K whose 2·M·N·K stays under
+    MAX_WGRAD_FLOP; every k-grouped entry, held out by its key. `quick`: K = 4096 only
+    (dense)."""
+    manifest = load(suite)
+    seen = {tuple(mn) for mn in load("deepseek_v3")["wgrad"]["mn"]}
+    labels = manifest.get("dense_layers", {})
+    cases = []
+    if "wgrad" in kinds:
+        for m, n in (tuple(mn) for mn in manifest["wgrad"]["mn"]):
+            where = part_of(wgrad_key(m, n), seen=suite == "deepseek_v3" or (m, n) in seen)
+            if not _keep(where, part):
+                continue
+            ks = [k for k in manifest["wgrad"]["k"] if not quick or k == 4096]
+            if suite != "deepseek_v3":
+                ks = [k for k in ks if 2 * m * n * k <= MAX_WGRAD_FLOP]
+                ks = ks and [ks[_digest("k:" + wgrad_key(m, n)) % len(ks)]]
+            cases += [WgradCase("wgrad", (m, n, k), where, labels.get(f"{m}x{n}", ""))
+                      for k in ks]
+    if "k_grouped" in kinds and not quick:
+        for e in manifest["k_grouped"]:
+            shape = (e["groups"], e["m"], e["n"], e["k_per_group"])
+            where = part_of(k_grouped_key(*shape), seen=suite == "deepseek_v3")
+            if _keep(where, part):
+                cases.append(WgradCase("k_grouped", shape, where, e.get("model", "")))
     return cases
 
 

@@ -94,10 +94,10 @@ def test_every_contiguous_total_the_moe_layers_can_reach_is_prewarmed(prewarmed)
 
 
 def test_every_bench_wgrad_row_and_sanitizer_call_is_prewarmed(prewarmed):
-    rows = bench_wgrad.cases(inputs.load_shapes(), ["wgrad", "k_grouped"], quick=False)
+    rows = bench_wgrad.cases("deepseek_v3", ["wgrad", "k_grouped"], quick=False)
     assert len(rows) == 24
-    calls = [("fp8_gemm_nt_wgrad", *shape) for kind, shape in rows if kind == "wgrad"]
-    for groups, m, n, k in (shape for kind, shape in rows if kind == "k_grouped"):
+    calls = [("fp8_gemm_nt_wgrad", *row.shape) for row in rows if row.kind == "wgrad"]
+    for groups, m, n, k in (row.shape for row in rows if row.kind == "k_grouped"):
         calls.append(("k_grouped_fp8_gemm_nt_contiguous", m, n,
                       max(bench_wgrad.k_grouped_ks(groups, k)), groups))
     calls += [("fp8_gemm_nt_wgrad", *shape) for shape in sanitizer_wgrad.DENSE]
@@ -108,9 +108,9 @@ def test_every_bench_wgrad_row_and_sanitizer_call_is_prewarmed(prewarmed):
 
 
 def test_bench_wgrad_warms_deep_gemm_with_the_timed_shapes():
-    rows = bench_wgrad.cases(inputs.load_shapes(), ["k_grouped"], quick=False)
+    rows = bench_wgrad.cases("deepseek_v3", ["k_grouped"], quick=False)
     jobs = bench_wgrad.deep_gemm_jobs(rows)
-    for (kind, (groups, m, n, k)), job in zip(rows, jobs):
+    for (groups, m, n, k), job in zip((row.shape for row in rows), jobs):
         assert job == ("k_grouped", m, n, tuple(bench_wgrad.k_grouped_ks(groups, k)))
         assert all(k_g % 128 == 0 and k_g > 0 for k_g in job[3])
 
