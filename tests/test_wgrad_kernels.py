@@ -111,6 +111,30 @@ def test_the_wgrad_heuristic_keeps_four_stages_and_whole_clusters():
             assert grid % spec.num_tma_multicast == 0 and 0 < grid <= 132
 
 
+def test_launch_waves_count_every_launch_of_a_k_grouped_call():
+    """Groups run MAX_GROUPS per launch in even shares; each launch fills its own waves."""
+    assert hopper_wgrad.MAX_GROUPS == 12
+    assert hopper_wgrad.launch_waves(100, 1, 132) == 1
+    assert hopper_wgrad.launch_waves(100, 12, 132) == 10              # 1200 tiles, one launch
+    assert hopper_wgrad.launch_waves(100, 13, 132) == 6 + 5           # 7 + 6 groups
+    assert hopper_wgrad.launch_waves(1696, 4, 132) == 52
+
+
+def test_the_wgrad_pick_is_a_candidate_and_the_same_for_every_k():
+    """K is a run-time value: one kernel serves every K of a layer (and uneven K per group)."""
+    for m, n, groups in ((24576, 1536, 1), (2112, 7168, 1), (4096, 7168, 4), (7168, 2048, 64)):
+        picks = {hopper_wgrad.select("normal", m, n, k, groups, 132) for k in (128, 4096, 16384)}
+        assert len(picks) == 1
+        assert picks.pop().block_n in hopper_wgrad.CANDIDATE_BLOCK_NS
+
+
+def test_the_wgrad_pick_counts_the_waves_of_all_groups_of_a_launch():
+    """4096 x 7168: 136 columns fill one group's waves better (13 against 14 for 128), four
+    groups in one launch fill 128's better (55 x 1 against 52 x 136 / 128 block times)."""
+    assert hopper_wgrad.select("normal", 4096, 7168, 4096, 1, 132).block_n == 136
+    assert hopper_wgrad.select("normal", 4096, 7168, 4096, 4, 132).block_n == 128
+
+
 # --- compiled kernels ---------------------------------------------------------------------------
 @pytest.mark.parametrize("name", COMPILERS)
 @pytest.mark.parametrize("spec", SPECS, ids=_id)

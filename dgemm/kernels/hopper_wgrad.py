@@ -27,11 +27,13 @@ BLOCK_M = 128                     # two math warpgroups of 64 rows
 BLOCK_K = 128
 BLOCK_NS = tuple(range(32, 161, 8))   # WGMMA widths; the accumulators of 160 columns (+ the
                                       # final ones) fit the registers
-# What the heuristic weighs. 120 (session 18, y6) and 136 (two accumulator sets, session 19,
-# z1) run at 128's rate per column and fill the last wave where 128 does not; 144 and 152
-# (one accumulator set) ran slower per FLOP, alone and in clusters (session 16 w1-w3), and
-# 160 with a fourth stage too (session 21 b1: 0.835 of DeepGEMM against 0.98): probes.
-CANDIDATE_BLOCK_NS = (64, 96, 120, 128, 136)
+# What the heuristic weighs. 136 (two accumulator sets, session 19, z1) runs at 128's rate
+# per column and fills the last wave where 128 does not. 120 ran ~7% slower per column than
+# 128 once 128 and 136 had five stages and early scale reads (session 23, c2: forced over 60
+# shapes of the broad suite), so it never pays for the wave it saves: a probe now, like 144
+# and 152 (one accumulator set, slower per FLOP alone and in clusters: session 16 w1-w3) and
+# 160 with a fourth stage (session 21 b1: 0.835 of DeepGEMM against 0.98).
+CANDIDATE_BLOCK_NS = (64, 96, 128, 136)
 _D_CHUNK_COLUMNS = 32             # header: kChunkColumns (the tail chunk has the rest)
 _D_CHUNK_BYTES = 64 * 128         # header: kWgradChunkBytes, a chunk slot
 THREADS = 128 + 256               # header: kWgradProducerThreads + kWgradMathThreads
@@ -145,28 +147,43 @@ def cluster_units(m: int, n: int, block_n: int, multicast: int, on_a: bool) -> t
 
 def tile_time(block_n: int) -> float:
     """One K block of one tile in 128 x 128 x 128 WGMMA block times: narrow tiles run WGMMA
-    below its rate (y6, 24 training shapes against the waves-only model: 120 1.00, 112 1.01,
-    104 and 96 1.06; the factor for 96 and 64 stays the 1.1 it was fitted as, 64 not
-    re-measured)."""
+    below its rate (y6: 96 1.06, fitted as 1.1 for 96 and 64; session 23, c2, over the broad
+    suite: 96 1.05..1.1 pick alike, 64 not re-measured)."""
     return block_n / 128 * (1.1 if block_n < 112 else 1.0)
+
+
+def launch_waves(tiles_per_group: int, num_groups: int, num_sms: int) -> int:
+    """Waves of tiles over the SMs, summed over the launches a call makes: the k-grouped GEMM
+    runs up to MAX_GROUPS groups per launch in even shares, every tile of a launch in one
+    persistent grid (launch_groups)."""
+    launches = ceil_div(num_groups, MAX_GROUPS)
+    share = ceil_div(num_groups, launches)
+    waves = 0
+    for first in range(0, num_groups, share):
+        waves += ceil_div(tiles_per_group * min(share, num_groups - first), num_sms)
+    return waves
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
            arch: str = "sm_90a") -> KernelSpec:
-    """The tile for an M x N weight gradient (K and the groups do not enter: K is a run-time
-    value, and the k-grouped GEMM runs one M x N problem per group): fewest waves of tiles
-    times the time of one, then the wider tile. No clusters: on an H200 every 2-CTA
-    multicast tile (128 and 160 wide, sharing A or B) ran 7..17% slower than the same tile
-    alone (bench/NOTES.md, wgrad v2), 128 wide still 2..3% with two accumulator sets (session
-    18, y5; session 19, z1: 128x2b 0.933 and 136x2b 0.929 against 128x1 0.967); `bench_wgrad
-    --tile` still probes them; with five stages too (session 21, b2: 136x2b 0.927, 128x2b
-    0.951 against 0.987). Fewer than 4 stages leave TMA's latency exposed."""
-    args = (m, n, num_sms)
+    """The tile for an M x N weight gradient over `num_groups` groups (K does not enter: it
+    is a run-time value, possibly different per group and per step, and one kernel serves
+    every K of a layer): fewest waves of tiles over the call's launches times the time of
+    one, then the wider tile. Counting the waves of a whole launch instead of one group's
+    (session 23, c2) took the k-grouped rows with short K per group off 136 where 128 fills
+    the launch's waves better. No clusters: on an H200 every 2-CTA multicast tile (128 and
+    160 wide, sharing A or B) ran 7..17% slower than the same tile alone (bench/NOTES.md,
+    wgrad v2), 128 wide still 2..3% with two accumulator sets (session 18, y5; session 19,
+    z1: 128x2b 0.933 and 136x2b 0.929 against 128x1 0.967); `bench_wgrad --tile` still probes
+    them; with five stages too (session 21, b2: 136x2b 0.927, 128x2b 0.951 against 0.987;
+    session 23, c1: 120x2b 0.917, 128x2b 1.000 against 1.032). Fewer than 4 stages leave
+    TMA's latency exposed."""
+    args = (m, n, num_groups, num_sms)
     spec = _selections.get(args)
     if spec is None:
         def score(block_n):
-            waves = ceil_div(ceil_div(m, BLOCK_M) * ceil_div(n, block_n), num_sms)
-            return (waves * tile_time(block_n), -block_n)
+            tiles = ceil_div(m, BLOCK_M) * ceil_div(n, block_n)
+            return (launch_waves(tiles, num_groups, num_sms) * tile_time(block_n), -block_n)
         block_n = min((b for b in CANDIDATE_BLOCK_NS if num_stages(b) >= 4), key=score)
         spec = _selections[args] = KernelSpec(
             kernel=NAME, gemm_type="normal", n=n, k=0, num_groups=1, block_m=BLOCK_M,

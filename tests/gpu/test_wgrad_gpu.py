@@ -132,7 +132,7 @@ def test_k_grouped_matches_fp32_per_group(m, n, ks, in_place, family):
 
 
 # Widths whose last 8/16/24 columns go through the reduce epilogue's unswizzled tail chunk
-# (120: a heuristic candidate; the others probes, `bench_wgrad --tile`), alone and in
+# (136: a heuristic candidate; the others probes, `bench_wgrad --tile`), alone and in
 # clusters. "tail cut": N ends inside the last tile's tail chunk (N % block_n past its full
 # chunks), with 3 m-blocks (a pair sharing B has an idle CTA); the other shapes end the last
 # tile inside a full chunk or at its tail's end.
