@@ -16,10 +16,15 @@ the shape itself), so every run, every machine and every reader sees the same sh
   `skew`, normalised to mean 1), seeded by the entry; a group may get no rows; each group is
   padded to 128 rows. Entries without `skew` draw U(0.7, 1.3) per group (the BENCH.md recipe);
 - masked: masked_m[g] = expected_m · U(0.7, 1.3), at least 1, seeded by the entry.
+- weight gradients (`wgrad_cases`): each weight of the manifest's "wgrad" section at one of its
+  K, chosen by a hash of the weight among the K under MAX_WGRAD_FLOP, and every "k_grouped"
+  entry (K per group as bench_wgrad draws it); DeepSeek-V3's table times every weight at
+  every K.
 - held out: a layer (N, K) or a grouped entry is in the "holdout" part when the sha256 of its
-  key is 0 mod 3 (HOLDOUT_MODULUS); layers of the DeepSeek-V3 preset are always "fit" (the cost
-  model was fitted to them before this suite existed). Whole layers are held out, not single M,
-  so the holdout part asks whether the heuristic carries to layers it never saw.
+  key is 0 mod 3 (HOLDOUT_MODULUS); layers (and weights) of the DeepSeek-V3 preset are always
+  "fit" (the cost model was fitted to them before this suite existed). Whole layers are held
+  out, not single M, so the holdout part asks whether the heuristic carries to layers it never
+  saw.
 Fit a heuristic on `--part fit` only; judge it on `--part holdout`.
 """
 from __future__ import annotations

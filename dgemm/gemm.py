@@ -256,14 +256,20 @@ def not_warm_message(problem: tuple, device_index: int) -> str:
                                   f"dgemm.warmup('fp8_gemm_nt', m={m}, n={n}, "
                                   f"recipe=(1, 1, 128))"),
             "k_grouped_fp8_gemm_nt_contiguous": (
-                kind, f"dgemm.warmup('k_grouped_fp8_gemm_nt_contiguous', m={m}, n={n})"),
+                kind, f"dgemm.warmup('k_grouped_fp8_gemm_nt_contiguous', m={m}, n={n}, "
+                      f"num_groups={num_groups})"),
         }[kind]
+        from .warm import K_GROUPED_WARM_GROUPS
+        serves = ("every K of an m x n weight gradient" if kind == "fp8_gemm_nt_wgrad" else
+                  f"every K of an m x n weight gradient with this many groups; without "
+                  f"num_groups, warmup loads the kernels of every group count up to "
+                  f"{K_GROUPED_WARM_GROUPS}")
         return (f"{call}: m={m}, n={n} on cuda:{device_index} needs a kernel that is not "
                 f"loaded yet, and the current stream is capturing a CUDA graph, where dgemm "
                 f"may not compile or load one. Before capturing, run {warm_call} (one kernel "
-                f"serves every K of an m x n weight gradient, and every group count), "
-                f"dgemm.warmup(manifest=...) with a manifest whose \"wgrad\" or \"k_grouped\" "
-                f"section names it, or make this call once outside the capture.")
+                f"serves {serves}), dgemm.warmup(manifest=...) with a manifest whose "
+                f"\"wgrad\" or \"k_grouped\" section names it, or make this call once outside "
+                f"the capture.")
     groups = f", num_groups={num_groups}" if kind != "fp8_gemm_nt" else ""
     return (f"{kind}: {what}, n={n}, k={k}{groups} on cuda:{device_index} needs a kernel "
             f"that is not loaded yet, and the current stream is capturing a CUDA graph, where "

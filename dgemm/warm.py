@@ -51,7 +51,7 @@ class WarmupReport:
 
 
 def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
-           k: Optional[int] = None, num_groups: int = 1, *, recipe=None,
+           k: Optional[int] = None, num_groups: Optional[int] = None, *, recipe=None,
            manifest: Union[None, str, os.PathLike, dict] = None,
            contiguous_spread: float = 0.0, device: Union[None, int, str, torch.device] = None,
            jobs: int = 1) -> WarmupReport:
@@ -66,8 +66,10 @@ def warmup(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[
             The weight gradients: "fp8_gemm_nt" with `recipe=(1, 1, 128)` (the calls'
             recipe; "fp8_gemm_nt_wgrad" names the same), or
             "k_grouped_fp8_gemm_nt_contiguous"; `m` and `n` are d's [m, n] (per group), `k`
-            (the tokens) may be left out and `num_groups` does not matter: neither enters
-            the kernel.
+            (the tokens) may be left out: the kernel takes K at run time. The group count
+            (d.shape[0]) can change the k-grouped tile; left out, `num_groups` means every
+            count up to K_GROUPED_WARM_GROUPS (usually one or two kernels).
+            `num_groups` left out is 1 for every other kind.
         manifest: instead of `kind`: a preset name (e.g. "deepseek_v3"), a manifest file or a
             manifest dict as `dgemm-cache prewarm` reads it; `m` then adds M values to its
             dense shapes and `contiguous_spread` widens its contiguous totals as prewarm's
@@ -114,7 +116,7 @@ def _add_decided_specs(served: dict, problem_list: list, index: int, selection: 
 
 
 def plan(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[int] = None,
-         k: Optional[int] = None, num_groups: int = 1, *, num_sms: int, arch: str,
+         k: Optional[int] = None, num_groups: Optional[int] = None, *, num_sms: int, arch: str,
          family: Optional[str] = None, recipe=None, manifest=None,
          contiguous_spread: float = 0.0) -> dict[KernelSpec, list]:
     """The specs `warmup` would load for a GPU of `arch` with `num_sms` SMs, each with the calls
@@ -129,7 +131,7 @@ def plan(kind: Optional[str] = None, m: Optional[MValues] = None, n: Optional[in
 _PUBLIC_KINDS = heuristics.KINDS + ("k_grouped_fp8_gemm_nt_contiguous",)
 
 
-def problems(kind, m, n, k, num_groups=1, *, recipe=None, manifest=None,
+def problems(kind, m, n, k, num_groups=None, *, recipe=None, manifest=None,
              contiguous_spread: float = 0.0) -> list:
     """The calls (`manifest.Problem`) named by `warmup`'s arguments."""
     if manifest is not None:
@@ -144,6 +146,7 @@ def problems(kind, m, n, k, num_groups=1, *, recipe=None, manifest=None,
     wgrad_kind = _wgrad_kind(kind, recipe)
     if wgrad_kind is not None:
         return _wgrad_problems(wgrad_kind, m, n, k, num_groups)
+    num_groups = 1 if num_groups is None else num_groups
     if m is None or n is None or k is None:
         raise ValueError(f"dgemm.warmup: {kind} needs m (the M values the calls use), n and k; "
                          f"got m={m!r}, n={n!r}, k={k!r}")
@@ -178,23 +181,32 @@ def _wgrad_kind(kind: str, recipe) -> Optional[str]:
     return _WGRAD_DENSE
 
 
+# A k-grouped warm-up without num_groups covers every group count up to this (the tile depends
+# on the count through the waves of a launch: hopper_wgrad.launch_waves).
+K_GROUPED_WARM_GROUPS = 512
+
+
 def _wgrad_problems(kind: str, m, n, k, num_groups) -> list:
-    """A weight-gradient warm-up: M x N per call (d's shape, per group); K and the group count
-    do not enter the kernel, so they default to one K block and one group."""
+    """A weight-gradient warm-up: M x N per call (d's shape, per group); K does not enter the
+    kernel, so it defaults to one K block. The k-grouped GEMM's group count can change its
+    tile: without one, every count up to K_GROUPED_WARM_GROUPS."""
     if m is None or n is None:
         raise ValueError(f"dgemm.warmup: {kind} needs m and n (d is [m, n]"
                          f"{' per group' if kind != _WGRAD_DENSE else ''}); got m={m!r}, "
                          f"n={n!r}")
     k = heuristics.BLOCK_K if k is None else k
-    for name, value in (("n", n), ("k", k), ("num_groups", num_groups)):
+    counts = ([1] if kind == _WGRAD_DENSE else range(1, K_GROUPED_WARM_GROUPS + 1)) \
+        if num_groups is None else [num_groups]
+    for name, value in (("n", n), ("k", k), ("num_groups", counts[-1])):
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"dgemm.warmup: {name} must be a positive int; got {value!r}")
     if k % heuristics.BLOCK_K != 0:
         raise ValueError(f"dgemm.warmup: k (the tokens) must be a multiple of "
                          f"{heuristics.BLOCK_K}; got {k}")
-    if kind == _WGRAD_DENSE and num_groups != 1:
+    if kind == _WGRAD_DENSE and counts != [1]:
         raise ValueError(f"dgemm.warmup: fp8_gemm_nt has no groups; got num_groups={num_groups}")
-    return [manifests.Problem(kind, value, n, k, num_groups) for value in _m_values(m)]
+    return [manifests.Problem(kind, value, n, k, groups) for value in _m_values(m)
+            for groups in counts]
 
 
 def _m_values(m: MValues) -> list:

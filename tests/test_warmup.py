@@ -11,6 +11,7 @@ import dgemm
 from dgemm import gemm, heuristics, warm
 from dgemm.jit import KernelNotWarmError
 from dgemm.jobs import manifest as manifests
+from dgemm.kernels import hopper_wgrad
 
 HOPPER = {"num_sms": 132, "arch": "sm_90a"}
 
@@ -125,18 +126,30 @@ def test_warmup_refuses_a_cpu_device():
 WGRAD = (1, 1, 128)
 
 
-def test_a_weight_gradient_warmup_plans_one_kernel_per_m_and_n_whatever_k_and_the_groups():
+def test_a_weight_gradient_warmup_plans_one_kernel_per_m_and_n_whatever_k():
     dense = warm.plan("fp8_gemm_nt", m=[7168, 2112], n=2048, recipe=WGRAD, **HOPPER)
     assert list(dense) == sorted({heuristics.select("fp8_gemm_nt_wgrad", m, 2048, k, 1, **HOPPER)
                                   for m in (7168, 2112) for k in (128, 4096, 16384)},
                                  key=lambda spec: spec.to_json())
     assert list(dense) == list(warm.plan("fp8_gemm_nt_wgrad", m=[7168, 2112], n=2048, k=8192,
                                          **HOPPER))
-    grouped = warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, **HOPPER)
-    assert list(grouped) == [heuristics.select("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168,
-                                               2048, 16, **HOPPER)]
-    assert list(grouped) == list(warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168,
-                                           k=1024, num_groups=8, recipe=WGRAD, **HOPPER))
+    eight = warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, num_groups=8,
+                      **HOPPER)
+    assert list(eight) == [heuristics.select("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168,
+                                             2048, 8, **HOPPER)]
+    assert list(eight) == list(warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168,
+                                         k=1024, num_groups=8, recipe=WGRAD, **HOPPER))
+
+
+def test_a_k_grouped_warmup_without_a_group_count_plans_the_kernel_of_every_count():
+    """The group count can change the tile (hopper_wgrad.launch_waves): 4096 x 7168 runs 136
+    columns alone and 128 with four groups; left out, num_groups means every count up to
+    K_GROUPED_WARM_GROUPS."""
+    every = warm.plan("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, **HOPPER)
+    picks = {heuristics.select("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 128, groups,
+                               **HOPPER) for groups in range(1, warm.K_GROUPED_WARM_GROUPS + 1)}
+    assert set(every) == picks and {spec.block_n for spec in picks} >= {128, 136}
+    assert len(every) <= len(hopper_wgrad.CANDIDATE_BLOCK_NS)
 
 
 @pytest.fixture
@@ -183,8 +196,17 @@ def test_after_a_weight_gradient_warmup_captured_calls_of_any_k_find_their_kerne
     for m, k in ((7168, 128), (7168, 16384), (2112, 4096)):
         family, spec, kernel = _captured_lookup(monkeypatch, "fp8_gemm_nt_wgrad", m, 2048, k)
         assert spec in report.specs and kernel is not None
-    for k, groups in ((128, 4), (8192, 16)):       # K = the largest group's, any group count
+    for k, groups in ((128, 1), (128, 4), (8192, 16), (4096, 256)):   # any K and group count
         _captured_lookup(monkeypatch, "k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, k, groups)
+
+
+def test_a_k_grouped_warmup_for_one_group_count_names_the_count_a_capture_misses(
+        hopper_without_a_gpu, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, num_groups=1)
+    _captured_lookup(monkeypatch, "k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 4096, 1)
+    with pytest.raises(KernelNotWarmError, match=r"num_groups=4\)"):
+        _captured_lookup(monkeypatch, "k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 4096, 4)
 
 
 def test_a_manifest_warmup_loads_what_the_training_calls_select(hopper_without_a_gpu,
@@ -203,7 +225,7 @@ def test_a_manifest_warmup_loads_what_the_training_calls_select(hopper_without_a
     ("fp8_gemm_nt_wgrad", 7168, 2048, 1,
      dict(kind="fp8_gemm_nt", m=7168, n=2048, recipe=(1, 1, 128))),
     ("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 8,
-     dict(kind="k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168)),
+     dict(kind="k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168, num_groups=8)),
 ])
 def test_the_capture_error_of_a_weight_gradient_names_a_warmup_that_fixes_it(
         kind, m, n, groups, call, hopper_without_a_gpu, monkeypatch):
