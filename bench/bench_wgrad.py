@@ -32,6 +32,7 @@ import torch
 import dgemm
 from bench import baselines, inputs, timing
 from bench import suite as suites
+from dgemm import utils
 from dgemm.kernels import hopper_wgrad
 
 WGRAD = (1, 1, 128)
@@ -152,7 +153,7 @@ def tile_name(kind: str, shape: tuple) -> str:
     """The Hopper wgrad tile this process runs for a row (forced or the heuristic's), as
     `--tile` spells it, with its stages: e.g. 120x1@5."""
     groups, m, n, k = (1, *shape) if kind == "wgrad" else shape
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_sms = utils.get_num_sms_for(torch.cuda.current_device())
     spec = hopper_wgrad.select("normal", m, n, k, groups, num_sms)
     cluster = "1" if spec.num_tma_multicast == 1 else "2" + ("a" if spec.multicast_on_a else "b")
     return f"{spec.block_n}x{cluster}@{spec.num_stages}"

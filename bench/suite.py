@@ -203,8 +203,8 @@ def wgrad_cases(suite: str, kinds=("wgrad", "k_grouped"), part: str = "all",
     """The weight-gradient rows of a suite. DeepSeek-V3: every weight at every K of the preset,
     all "fit". Broad: each weight (a layer, held out as a whole by its key) at one K of the
     manifest, chosen by a hash of the layer among the K whose 2·M·N·K stays under
-    MAX_WGRAD_FLOP; every k-grouped entry, held out by its key. `quick`: K = 4096 only
-    (dense)."""
+    MAX_WGRAD_FLOP (a weight with none is not timed); every k-grouped entry, held out by its
+    key. `quick`: the dense weights at K = 4096 only."""
     manifest = load(suite)
     seen = {tuple(mn) for mn in load("deepseek_v3")["wgrad"]["mn"]}
     labels = manifest.get("dense_layers", {})
@@ -220,7 +220,7 @@ def wgrad_cases(suite: str, kinds=("wgrad", "k_grouped"), part: str = "all",
                 ks = ks and [ks[_digest("k:" + wgrad_key(m, n)) % len(ks)]]
             cases += [WgradCase("wgrad", (m, n, k), where, labels.get(f"{m}x{n}", ""))
                       for k in ks]
-    if "k_grouped" in kinds and not quick:
+    if "k_grouped" in kinds:
         for e in manifest["k_grouped"]:
             shape = (e["groups"], e["m"], e["n"], e["k_per_group"])
             where = part_of(k_grouped_key(*shape), seen=suite == "deepseek_v3")

@@ -13,8 +13,9 @@ prewarm with this GPU's `--arch` and `--num-sms` fills the cache with exactly th
     dgemm.warmup(manifest="deepseek_v3", m="1-4096")   # a preset name or a manifest file/dict
 
 The weight-gradient GEMMs (recipe (1, 1, 128)) warm the same way; their kernels take K at run
-time, so an M x N weight needs one kernel whatever the tokens (k may be left out), and the
-k-grouped GEMM one per M x N whatever its groups:
+time, so an M x N weight needs one kernel whatever the tokens (k may be left out); the
+k-grouped GEMM's tile may depend on its group count, so without num_groups the kernels of
+every count up to K_GROUPED_WARM_GROUPS (one or two) are loaded:
 
     dgemm.warmup("fp8_gemm_nt", m=7168, n=2048, recipe=(1, 1, 128))      # dW of a 2048->7168
     dgemm.warmup("k_grouped_fp8_gemm_nt_contiguous", m=4096, n=7168)       # each expert's dW
@@ -205,8 +206,12 @@ def _wgrad_problems(kind: str, m, n, k, num_groups) -> list:
                          f"{heuristics.BLOCK_K}; got {k}")
     if kind == _WGRAD_DENSE and counts != [1]:
         raise ValueError(f"dgemm.warmup: fp8_gemm_nt has no groups; got num_groups={num_groups}")
-    return [manifests.Problem(kind, value, n, k, groups) for value in _m_values(m)
-            for groups in counts]
+    ms = _m_values(m)
+    if len(ms) * len(counts) > manifests.MAX_PROBLEMS:
+        raise ValueError(f"dgemm.warmup: {len(ms)} m values x {len(counts)} group counts make "
+                         f"more than {manifests.MAX_PROBLEMS} calls; pass num_groups (the calls' "
+                         f"d.shape[0]) or fewer m values")
+    return [manifests.Problem(kind, value, n, k, groups) for value in ms for groups in counts]
 
 
 def _m_values(m: MValues) -> list:

@@ -9,7 +9,8 @@ the K-major activation and output-gradient copies); the result accumulates in fp
 `d = c + a . b^T`, and `d` may be `c` (in-place accumulation of a weight gradient). K is the
 token dimension; it may be 0 (then `d = c`). The kernel takes K at run time, so one kernel
 serves every K of a layer and every group of the k-grouped GEMM (the Hopper kernel walks up
-to 12 groups per launch; ks_cpu is on the host, so no synchronisation).
+to 12 groups per launch; ks_cpu is on the host, so no synchronisation); the k-grouped tile
+may depend on the group count (d.shape[0]), never on the tokens.
 
 Checks follow `dgemm.gemm`'s order (TypeError for structure and dtypes, ValueError for
 shapes, strides and alignment, RuntimeError for devices), and the same eager-or-operator rule:

@@ -30,9 +30,11 @@ def test_broad_weight_gradients_take_a_manifest_k_under_the_flop_cap():
 def test_deepseek_v3_weight_gradients_are_every_weight_at_every_k():
     cases = suites.wgrad_cases("deepseek_v3")
     assert len(cases) == 24 and {case.part for case in cases} == {"fit"}
-    assert [c.shape for c in suites.wgrad_cases("deepseek_v3", quick=True)
-            if c.kind == "wgrad"] == [(m, n, 4096) for m, n in
-                                      suites.load("deepseek_v3")["wgrad"]["mn"]]
+    quick = suites.wgrad_cases("deepseek_v3", quick=True)
+    assert [c.shape for c in quick if c.kind == "wgrad"] == [
+        (m, n, 4096) for m, n in suites.load("deepseek_v3")["wgrad"]["mn"]]
+    assert [c for c in quick if c.kind == "k_grouped"] == [
+        c for c in cases if c.kind == "k_grouped"]          # --quick cuts the dense K only
 
 
 def test_every_suite_row_gets_a_candidate_tile_that_passes_the_plan_check():

@@ -152,6 +152,14 @@ def test_a_k_grouped_warmup_without_a_group_count_plans_the_kernel_of_every_coun
     assert len(every) <= len(hopper_wgrad.CANDIDATE_BLOCK_NS)
 
 
+def test_a_k_grouped_warmup_over_too_many_calls_asks_for_the_group_count():
+    with pytest.raises(ValueError, match=r"4096 m values x 512 group counts .* pass num_groups"):
+        warm.plan("k_grouped_fp8_gemm_nt_contiguous", m="1-4096", n=7168, **HOPPER)
+    planned = warm.plan("k_grouped_fp8_gemm_nt_contiguous", m="1-4096", n=7168, num_groups=8,
+                        **HOPPER)
+    assert sum(len(calls) for calls in planned.values()) == 4096
+
+
 @pytest.fixture
 def hopper_without_a_gpu(monkeypatch):
     """warmup and the wgrad calls' kernel lookup on a CPU host, as on an H100/H200: device 0

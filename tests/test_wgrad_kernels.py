@@ -121,6 +121,8 @@ def test_launch_waves_count_every_launch_of_a_k_grouped_call():
     assert hopper_wgrad.launch_waves(100, 12, 132) == 10              # 1200 tiles, one launch
     assert hopper_wgrad.launch_waves(100, 13, 132) == 6 + 5           # 7 + 6 groups
     assert hopper_wgrad.launch_waves(1696, 4, 132) == 52
+    assert hopper_wgrad.launch_waves(15, 25, 132) == 2 + 2 + 1       # 9 + 9 + 7 groups
+    assert hopper_wgrad.launch_waves(1, 2 ** 31 - 1, 132) > 0        # closed form: no loop
 
 
 def test_the_wgrad_pick_is_a_candidate_and_the_same_for_every_k():
@@ -201,10 +203,10 @@ def test_the_training_sections_become_weight_gradient_problems():
         ("fp8_gemm_nt_wgrad", 2112, 7168, 4096, 1), ("fp8_gemm_nt_wgrad", 2112, 7168, 8192, 1),
         ("fp8_gemm_nt_wgrad", 7168, 2049, 4096, 1), ("fp8_gemm_nt_wgrad", 7168, 2049, 8192, 1),
         ("k_grouped_fp8_gemm_nt_contiguous", 4096, 7168, 8192, 4)}
-    # At most one kernel per (M, N): K (and the group count) do not split them.
+    # At most one kernel per (M, N) and group count: K does not split them.
     specs = manifest.specs_for(problems, 132, "sm_90a")
     assert {s.kernel for s in specs} == {hopper_wgrad.NAME}
-    assert len(specs) <= len({(p.m, p.n) for p in problems})
+    assert len(specs) <= len({(p.m, p.n, p.num_groups) for p in problems})
 
 
 @pytest.mark.parametrize("bad, match", [

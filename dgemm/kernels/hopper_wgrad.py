@@ -1,8 +1,9 @@
 """The sm_90a FP8 weight-gradient family (csrc/dgemm/fp8_wgrad.cuh), recipe (1, 1, 128):
 D (fp32) = C + A . B^T where A [M, K] and B [N, K] both carry one scale per row and 128-wide
 K block. TMA loads, WGMMA, warp specialisation, a persistent grid; K is a run-time value per
-group, so a spec (and a kernel) serves every K of a layer and the dense and k-grouped GEMMs
-alike: a launch walks up to MAX_GROUPS groups, whose tensor maps travel in one parameter
+group, so a spec (and a kernel) serves every K of a layer, and the same kernel can run the
+dense and k-grouped GEMMs (the pick may differ by the group count): a launch walks up to
+MAX_GROUPS groups, whose tensor maps travel in one parameter
 block (`Groups`). The epilogue adds the tile to D with TMA reductions when D allows it
 (`reduce_into_d`), else from the registers.
 
@@ -154,14 +155,14 @@ def tile_time(block_n: int) -> float:
 
 def launch_waves(tiles_per_group: int, num_groups: int, num_sms: int) -> int:
     """Waves of tiles over the SMs, summed over the launches a call makes: the k-grouped GEMM
-    runs up to MAX_GROUPS groups per launch in even shares, every tile of a launch in one
-    persistent grid (launch_groups)."""
-    launches = ceil_div(num_groups, MAX_GROUPS)
-    share = ceil_div(num_groups, launches)
-    waves = 0
-    for first in range(0, num_groups, share):
-        waves += ceil_div(tiles_per_group * min(share, num_groups - first), num_sms)
-    return waves
+    runs up to MAX_GROUPS groups per launch, in shares of `share` groups and a last one of the
+    rest, every tile of a launch in one persistent grid (launch_groups). The count is d's
+    groups: a step's empty groups are not launched, but counting them keeps the pick
+    independent of the step's tokens."""
+    share = ceil_div(num_groups, ceil_div(num_groups, MAX_GROUPS))
+    full, rest = divmod(num_groups, share)
+    return (full * ceil_div(tiles_per_group * share, num_sms)
+            + (ceil_div(tiles_per_group * rest, num_sms) if rest else 0))
 
 
 def select(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
