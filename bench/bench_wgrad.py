@@ -110,12 +110,6 @@ def k_grouped_case(groups: int, m: int, n: int, k_per_group: int, deep_gemm) -> 
     return case
 
 
-def cases(suite: str, kinds: list, quick: bool, part: str = "all") -> list:
-    """The suite's rows (bench.suite.WgradCase): dense wgrad (m, n, k), k-grouped (groups, m,
-    n, k_per_group)."""
-    return suites.wgrad_cases(suite, kinds, part, quick)
-
-
 def deep_gemm_jobs(rows: list) -> list:
     return [("wgrad", *row.shape) if row.kind == "wgrad" else
             ("k_grouped", row.shape[1], row.shape[2],
@@ -199,7 +193,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(kinds) - {"wgrad", "k_grouped"})
     if unknown:
         parser.error(f"--kinds: unknown {', '.join(unknown)}; expected wgrad, k_grouped")
-    rows = cases(args.suite, kinds, args.quick, args.part)
+    rows = suites.wgrad_cases(args.suite, kinds, args.part, args.quick)
     rounds = 2 if args.quick else args.rounds
     deep_gemm = None if args.no_deep_gemm else baselines.deep_gemm_module()
     print(f"# {timing.gpu_name()}; DeepGEMM: {'yes' if deep_gemm else 'no'}; suite "

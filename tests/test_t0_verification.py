@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import bench_wgrad, inputs, sanitizer_wgrad, train_fp8
+from bench import bench_wgrad, sanitizer_wgrad, train_fp8
+from bench import suite as suites
 from dgemm import heuristics, training, warm
 from dgemm.utils import calc_diff
 from dgemm.jobs import manifest as manifests
@@ -94,7 +95,7 @@ def test_every_contiguous_total_the_moe_layers_can_reach_is_prewarmed(prewarmed)
 
 
 def test_every_bench_wgrad_row_and_sanitizer_call_is_prewarmed(prewarmed):
-    rows = bench_wgrad.cases("deepseek_v3", ["wgrad", "k_grouped"], quick=False)
+    rows = suites.wgrad_cases("deepseek_v3", ["wgrad", "k_grouped"])
     assert len(rows) == 24
     calls = [("fp8_gemm_nt_wgrad", *row.shape) for row in rows if row.kind == "wgrad"]
     for groups, m, n, k in (row.shape for row in rows if row.kind == "k_grouped"):
@@ -108,7 +109,7 @@ def test_every_bench_wgrad_row_and_sanitizer_call_is_prewarmed(prewarmed):
 
 
 def test_bench_wgrad_warms_deep_gemm_with_the_timed_shapes():
-    rows = bench_wgrad.cases("deepseek_v3", ["k_grouped"], quick=False)
+    rows = suites.wgrad_cases("deepseek_v3", ["k_grouped"])
     jobs = bench_wgrad.deep_gemm_jobs(rows)
     for (groups, m, n, k), job in zip((row.shape for row in rows), jobs):
         assert job == ("k_grouped", m, n, tuple(bench_wgrad.k_grouped_ks(groups, k)))
