@@ -451,11 +451,17 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     // copy of the lap (slots [lo, hi) hold K blocks k0 + slot). Same loads,
                     // barriers and order as one K block at a time.
                     auto lap = [&](uint32_t k0, uint32_t lo, uint32_t hi, auto guarded) {
+                        constexpr bool kGuarded = decltype(guarded)::value;
+                        if (kGuarded and lo >= hi)
+                            return;               // one branch, as the math warpgroups do
                         uint8_t* const buf = smem_buffer + opaque(0u);
                         #pragma unroll
-                        for (uint32_t s = 0; s < kNumStages; ++s)
-                            if (not decltype(guarded)::value or (s >= lo and s < hi))
+                        for (uint32_t s = 0; s < kNumStages; ++s) {
+                            if (kGuarded and s >= hi)
+                                break;
+                            if (not kGuarded or s >= lo)
                                 produce(s, k0 + s, buf, Constant<1>{});
+                        }
                     };
                     if constexpr (not kRingRotates) {
                         #pragma unroll 1
@@ -737,10 +743,20 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     #pragma unroll 1
                     for (uint32_t part = 0; part < 2; ++part) {
                         const uint32_t sa_addr = opaque(scales_a_addr);
-                        #pragma unroll
-                        for (uint32_t s = 0; s < kNumStages; ++s)
-                            if (s >= lo and s < hi and owns(s))
-                                slot(s, k0 + s, sa_addr);
+                        // An empty part is one branch, and the slots past `hi` one jump out:
+                        // testing each slot's guard hopped from slot to slot through code
+                        // that runs once per tile. NOTES: on the one-wave shapes every CTA
+                        // reaches that cold code at once; its instruction-fetch misses were
+                        // ~10% of the warp samples at 384x4096x8192 (bench/NOTES.md d2).
+                        if (lo < hi) {
+                            #pragma unroll
+                            for (uint32_t s = 0; s < kNumStages; ++s) {
+                                if (s >= hi)
+                                    break;
+                                if (s >= lo and owns(s))
+                                    slot(s, k0 + s, sa_addr);
+                            }
+                        }
                         if (hi == kNumStages)
                             phase ^= 1;
                         if (part == 1)
