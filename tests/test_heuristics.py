@@ -191,6 +191,22 @@ def test_a_one_wave_medium_m_shape_takes_the_192_wide_tile():
     assert hopper_fp8.ranked_tiles("normal", 511, 6144, 16384, 1, 132)[0] == (128, 192, 1)
 
 
+def test_wide_128_row_tiles_cost_less_per_column_from_six_k_blocks():
+    # NOTES (d5, d6): on the fit part's 1..3-wave rows 128x160 ran a K block in ~0.87x and
+    # 128x192 in ~1.0x the time of 192x128; the picks that moved gained at K >= 1536 and lost
+    # 5..22% at K = 512. So 5.75 clk per column from 6 K blocks on, 6.25 below.
+    def per_column_k_block(block_n, k_blocks):
+        one, two = (hopper_fp8.tile_cycles(128, block_n, 128 * kb) for kb in (k_blocks, k_blocks + 1))
+        return (two - one) / block_n
+    for block_n in (160, 192):
+        assert per_column_k_block(block_n, 8) == pytest.approx(5.75)
+        assert per_column_k_block(block_n, 4) == pytest.approx(6.25)
+    # The worst broad row of session 17 (192x128, 0.87 of DeepGEMM; 128x160 0.98 in d6) and a
+    # K = 512 shape that keeps 192x128 (1.08..1.21 against 0.93..1.03 for the wide tiles).
+    assert hopper_fp8.ranked_tiles("normal", 1024, 5120, 8192, 1, 132)[0] == (128, 160, 1)
+    assert hopper_fp8.ranked_tiles("normal", 777, 32768, 512, 1, 132)[0] == (192, 128, 1)
+
+
 @pytest.mark.parametrize("block_n, rows", [(128, 1), (64, 1), (120, 2), (160, 2), (256, 2)])
 def test_each_k_block_reserves_two_slots_of_staged_b_scales_per_row_a_tile_touches(block_n, rows):
     # Two K blocks more (the staged tiles after the scales are 16-byte aligned).

@@ -179,11 +179,15 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # one wave keeps the v12 fit (3000 per tile), which matched those shapes.
             k_block, per_tile = (1340, 1100) if full_wave else (1385, 3000)
         else:
-            # NOTES: 160 and 192 columns: 6.25 per column since the kernel's B-scale split is a
-            # compile-time constant for them (p1: one-wave 128x192 tiles ran 1.16x faster;
-            # refitted on the broad suite's fit part, bench/NOTES.md p1; 7.0 with a 10%
-            # select penalty before).
-            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else 6.25 * block_n
+            # NOTES: 160 and 192 columns: 6.25 per column since the kernel's B-scale split is
+            # a compile-time constant for them (p1: refitted on the broad suite's fit part; 7.0
+            # with a 10% select penalty before). From 6 K blocks on, 5.75: on the fit part's
+            # 1..3-wave rows a K block of 128x160 took ~0.87x and 128x192 ~1.0x the time of
+            # 192x128 (the model said 1.03x and 1.24x); the picks that moved gained 0.995..1.085
+            # at K >= 1536 but lost 5..22% at K = 512, where the per-tile cost rules
+            # (bench/NOTES.md d5, d6).
+            per_column = 5.75 if k_blocks >= 6 else 6.25
+            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else per_column * block_n
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
