@@ -151,6 +151,12 @@ def block_ns(block_m: int) -> tuple:
     return narrow + (256,) if block_m == 128 else narrow
 
 
+# K blocks from which a wide tile's per-tile cost (its epilogue) is amortised: below, 256-wide
+# tiles are not offered and 160/192-wide ones keep their older per-column cost (bench/NOTES.md
+# v18, d6).
+WIDE_TILE_MIN_K_BLOCKS = 6
+
+
 def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
                 full_wave: bool = True) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
@@ -186,7 +192,7 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # 192x128 (the model said 1.03x and 1.24x); the picks that moved gained 0.995..1.085
             # at K >= 1536 but lost 5..22% at K = 512, where the per-tile cost rules
             # (bench/NOTES.md d5, d6).
-            per_column = 5.75 if k_blocks >= 6 else 6.25
+            per_column = 5.75 if k_blocks >= WIDE_TILE_MIN_K_BLOCKS else 6.25
             k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else per_column * block_n
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
@@ -343,7 +349,7 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
     # (contiguous 128 x 256 rows, 2048x768: 128x256 1.21x the rate of 128x128, v25 probe).
     # 136 and 144 wide 128-row tiles measured below 128 on 4 of 6 large shapes (v4 sweep);
     # only the clearly wider 160 and 192 pay for their extra width there.
-    wide_ok = ceil_div(k, BLOCK_K) >= 6
+    wide_ok = ceil_div(k, BLOCK_K) >= WIDE_TILE_MIN_K_BLOCKS
     table = {}
     for block_m in (64, 128, 192):
         table[block_m] = tiles = []
