@@ -64,13 +64,13 @@ def spec_of(m: int, n: int, k: int):
 
 
 def spec_from_config(base, config: str):
-    """`base` with the tile of BLOCK_MxBLOCK_NxSTAGES/mc1|mc2a|mc2b (suite.config_name)."""
+    """`base` with the tile of BLOCK_MxBLOCK_NxSTAGES/mc1|mc2a|mc2b|ks2 (suite.config_name)."""
     from dgemm.kernels import hopper_fp8
 
     tile, _, cluster = config.partition("/")
     block_m, block_n, stages = (int(v) for v in tile.split("x"))
-    multicast, on_a = CLUSTERS[cluster]
-    spec = hopper_fp8.with_tile(base, block_m, block_n, multicast, on_a)
+    multicast, on_a, k_split = CLUSTERS[cluster]
+    spec = hopper_fp8.with_tile(base, block_m, block_n, multicast, on_a, k_split)
     return dataclasses.replace(spec, num_stages=stages)
 
 

@@ -134,7 +134,9 @@ def extra_specs(case: suites.GroupedCase, opts: Options) -> dict:
                                        num_sms=dgemm.get_num_sms(), count=10 ** 6)
         for candidate in diverse(ranked, opts.candidates):
             extra[suites.config_name(candidate)] = candidate
-    for block_m, block_n, multicast, on_a in opts.tiles:
+    for block_m, block_n, multicast, on_a, k_split in opts.tiles:
+        if k_split > 1:
+            continue                       # K-split pairs run the plain GEMM only
         if case.layout == "contiguous" and 128 % block_m:
             continue                       # would straddle the 128-row group padding
         if case.layout == "masked" and multicast > 1 and not on_a:

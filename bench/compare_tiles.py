@@ -42,15 +42,19 @@ from .baselines import (cublas_blockwise_checked, deep_gemm_contiguous, deep_gem
 from .inputs import calc_diff_rows, contiguous_case, mn_major, random_dense
 from .timing import gpu_name, interleaved_samples, median, paired_ratios
 
-CLUSTERS = {"mc1": (1, False), "mc2a": (2, True), "mc2b": (2, False)}
+# Cluster suffix -> (num_tma_multicast, multicast_on_a, k_split): none, 2-CTA clusters sharing
+# A or B through TMA multicast, or K-split pairs (two CTAs per tile, each half of K).
+CLUSTERS = {"mc1": (1, False, 1), "mc2a": (2, True, 1), "mc2b": (2, False, 1),
+            "ks2": (1, False, 2)}
 
 
 def parse_tile(text: str) -> tuple:
-    """'128x192/mc2b' -> (128, 192, 2, False): forced_tile's arguments (no stages; /mc1 when
-    no cluster is named). argparse.ArgumentTypeError for anything else."""
-    match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b))?", text)
+    """'128x192/mc2b' -> (128, 192, 2, False, 1): forced_tile's arguments (no stages; /mc1
+    when no cluster is named). argparse.ArgumentTypeError for anything else."""
+    match = re.fullmatch(r"(\d+)x(\d+)(?:/(mc1|mc2a|mc2b|ks2))?", text)
     if not match:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b]")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected BLOCK_MxBLOCK_N[/mc1|/mc2a|/mc2b|/ks2]")
     return (int(match[1]), int(match[2])) + CLUSTERS[match[3] or "mc1"]
 
 
@@ -63,11 +67,12 @@ def parse_config(text: str, base):
         return base, csrc or None
     tile, _, cluster = text.partition("/")
     if cluster and cluster not in CLUSTERS:
-        raise SystemExit(f"compare_tiles: cluster must be mc1, mc2a or mc2b; got {cluster!r}")
-    multicast, on_a = CLUSTERS[cluster or "mc1"]
+        raise SystemExit(f"compare_tiles: cluster must be mc1, mc2a, mc2b or ks2; got "
+                         f"{cluster!r}")
+    multicast, on_a, k_split = CLUSTERS[cluster or "mc1"]
     dims = [int(v) for v in tile.split("x")]
     spec = hopper_fp8.with_tile(base, dims[0], dims[1], num_tma_multicast=multicast,
-                                multicast_on_a=on_a)
+                                multicast_on_a=on_a, k_split=k_split)
     if len(dims) > 2:                     # an explicit depth instead of the heuristic's
         spec = dataclasses.replace(spec, num_stages=dims[2])
     return spec, csrc or None

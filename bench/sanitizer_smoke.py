@@ -5,8 +5,9 @@
 Prints calc_diff for the dense calls; the sanitizer's ERROR SUMMARY is the result. Runs the
 heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles forced, alone
 and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair in two groups,
-a pair of a real and a padding block, and a lone last block), and 64-row split-K tiles (a wide and a
-narrow one; K of 1, 2, 3, 4 and 8 blocks: their warpgroups own alternate stages, v23).
+a pair of a real and a padding block, and a lone last block), 64-row split-K tiles (a wide and a
+narrow one; K of 1, 2, 3, 4 and 8 blocks: their warpgroups own alternate stages, v23), and K-split
+pairs (dense calls with an even K block count: two CTAs per tile exchanging partial sums).
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from .inputs import random_dense
 
 DENSE_SHAPES = [(1, 576, 128), (65, 2120, 256), (200, 100, 512), (129, 264, 384),
                 (300, 200, 1024)]
-# (block_m, block_n, cluster size, cluster shares A); None: the heuristic's pick.
-TILES = [None, (128, 256, 1, True), (192, 128, 1, True), (128, 256, 2, False),
-         (128, 192, 2, False), (192, 128, 2, True), (64, 160, 1, True), (64, 56, 1, True)]
+# (block_m, block_n, cluster size, cluster shares A, k_split); None: the heuristic's pick.
+TILES = [None, (128, 256, 1, True, 1), (192, 128, 1, True, 1), (128, 256, 2, False, 1),
+         (128, 192, 2, False, 1), (192, 128, 2, True, 1), (64, 160, 1, True, 1),
+         (64, 56, 1, True, 1), (128, 64, 1, False, 2), (128, 96, 1, False, 2),
+         (128, 256, 1, False, 2)]
 
 
 def dense(m: int, n: int, k: int) -> None:
@@ -66,12 +69,16 @@ def main() -> int:
     torch.manual_seed(1)
     for tile in TILES:
         print("tile", tile or "heuristic")
+        k_split = tile is not None and tile[4] > 1
         with heuristics.forced_tile(*tile) if tile else contextlib.nullcontext():
-            for shape in DENSE_SHAPES:
-                dense(*shape)
-            # Clusters sharing B: not the masked layout; 192-row tiles: not the contiguous one.
+            for m, n, k in DENSE_SHAPES:
+                if not k_split or (k // 128) % 2 == 0:      # K-split pairs: even K blocks
+                    dense(m, n, k)
+            # Clusters sharing B: not the masked layout; 192-row tiles: not the contiguous one;
+            # K-split pairs: the plain GEMM only.
             shares_b = tile is not None and tile[2] > 1 and not tile[3]
-            grouped(contiguous=tile is None or tile[0] <= 128, masked=not shares_b)
+            if not k_split:
+                grouped(contiguous=tile is None or tile[0] <= 128, masked=not shares_b)
     return 0
 
 

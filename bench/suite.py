@@ -249,8 +249,8 @@ def heuristic_picks(suite: str, num_sms: int = 132) -> dict:
 
 
 def config_name(spec) -> str:
-    """BLOCK_MxBLOCK_NxSTAGES/mc1|mc2a|mc2b, as bench.compare_tiles reads it."""
-    cluster = "mc1" if spec.num_tma_multicast == 1 else (
+    """BLOCK_MxBLOCK_NxSTAGES/mc1|mc2a|mc2b|ks2, as bench.compare_tiles reads it."""
+    cluster = "ks2" if spec.k_split > 1 else "mc1" if spec.num_tma_multicast == 1 else (
         "mc2a" if spec.multicast_on_a else "mc2b")
     return f"{spec.block_m}x{spec.block_n}x{spec.num_stages}/{cluster}"
 

@@ -28,7 +28,7 @@ GEMM_TYPES = {
 }
 BLOCK_K = hopper_fp8.BLOCK_K       # one FP8 scale block along K; fixed by the scaling recipe
 
-# (block_m, block_n, num_tma_multicast, multicast_on_a) set by `forced_tile`, or None.
+# (block_m, block_n, num_tma_multicast, multicast_on_a, k_split) set by `forced_tile`, or None.
 _forced = state.Value("heuristics.forced_tile", None)
 
 
@@ -95,15 +95,16 @@ def candidates(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: 
 
 @contextlib.contextmanager
 def forced_tile(block_m: int, block_n: int, num_tma_multicast: int = 1,
-                multicast_on_a: bool = True):
+                multicast_on_a: bool = True, k_split: int = 1):
     """Within the block, every sm_90a GEMM call runs a (block_m x block_n) tile at the
     pipeline depth the heuristic would use for it, in clusters of `num_tma_multicast` CTAs
-    sharing A (or B when `multicast_on_a` is False), whatever `select` would pick. For
+    sharing A (or B when `multicast_on_a` is False) or, with `k_split` 2, in pairs of CTAs
+    that split each tile's K blocks (the plain GEMM only), whatever `select` would pick. For
     benchmarks and tests; process-wide (not per thread); blocks do not nest."""
-    hopper_fp8.check_tile(block_m, block_n, num_tma_multicast)
+    hopper_fp8.check_tile(block_m, block_n, num_tma_multicast, k_split)
     if _forced.get() is not None:
         raise RuntimeError("forced_tile: a tile is already forced; blocks do not nest")
-    _forced.set((block_m, block_n, num_tma_multicast, multicast_on_a))
+    _forced.set((block_m, block_n, num_tma_multicast, multicast_on_a, k_split))
     try:
         yield
     finally:

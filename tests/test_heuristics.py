@@ -360,6 +360,68 @@ def test_clusters_sharing_b_compile_for_the_contiguous_layout_and_are_refused_fo
     hopper_fp8.with_tile(masked, 128, 128, 2, multicast_on_a=True).plan_checks()
 
 
+def test_k_split_pairs_plan_two_ctas_per_tile_and_half_the_b_scales():
+    base = select("fp8_gemm_nt", 128, 4096, 7168)
+    pair = hopper_fp8.with_tile(base, 128, 64, k_split=2)
+    pair.plan_checks()
+    assert pair.cluster_dim == 2 and pair.k_split == 2
+    # One pair per tile: 64 tiles of 128x64 take 128 CTAs, and never more than the SMs.
+    assert hopper_fp8.grid_size(pair, 128) == 128
+    assert hopper_fp8.grid_size(pair, 4096) == 132
+    assert hopper_fp8.grid_size(dataclasses.replace(pair, num_sms=131), 4096) == 130
+    # Each CTA walks 28 of the 56 K blocks: its stages and B-scale slots are planned for 28.
+    assert pair.num_stages == hopper_fp8.num_stages(128, 64, 7168 // 2)
+    assert (hopper_fp8.smem_plan(128, 64, 7168, 7, k_split=2) ==
+            hopper_fp8.smem_plan(128, 64, 7168 // 2, 7) + 4 * 8)
+    # A 128-column tile stores 64 columns per CTA through TMA; a 64-column one 32 (checked).
+    assert hopper_fp8.uses_tma_store(hopper_fp8.with_tile(base, 128, 128, k_split=2))
+    assert not hopper_fp8.uses_tma_store(pair)
+    from bench.suite import config_name
+    assert config_name(pair) == "128x64x7/ks2"
+    # k_split=1 leaves every existing spec as it was (the field defaults to 1).
+    assert base.k_split == 1 and base.cluster_dim == base.num_tma_multicast
+    assert KernelSpec.from_json(base.to_json()) == base
+
+
+def test_the_autotuner_times_a_k_split_pair_that_the_model_never_picks():
+    # Long K and few tiles: the pair fitting one wave that the model rates fastest at K/2.
+    specs = heuristics.candidates("fp8_gemm_nt", 128, 2304, 16384, count=4)
+    assert [s.k_split for s in specs] == [1, 1, 1, 1, 2]
+    assert (specs[-1].block_m, specs[-1].block_n, specs[-1].cluster_dim) == (128, 48, 2)
+    assert hopper_fp8.grid_size(specs[-1], 128) == 2 * 48            # 48 tiles, 96 CTAs
+    for m, n, k in ((128, 2304, 16384), (128, 4096, 7168), (1, 6144, 4096), (4096, 4096, 7168)):
+        assert select("fp8_gemm_nt", m, n, k).k_split == 1
+    # Not for grouped layouts, odd K block counts, short K or pairs that need a second wave.
+    assert all(s.k_split == 1 for s in heuristics.candidates(
+        "m_grouped_fp8_gemm_nt_masked", 64, 2304, 16384, num_groups=4, count=4))
+    for m, n, k in ((128, 2304, 16256), (128, 2304, 3968), (4096, 4096, 7168)):
+        assert all(s.k_split == 1 for s in heuristics.candidates("fp8_gemm_nt", m, n, k))
+    assert heuristics.candidates("fp8_gemm_nt", 128, 2304, 16384, count=0) == []
+
+
+@pytest.mark.parametrize("tile,match", [
+    ((64, 64, 1, True, 2), "128-row tiles"), ((128, 64, 2, True, 2), "without multicast"),
+    ((128, 40, 1, True, 2), "multiple of 16"), ((128, 64, 1, True, 3), "k_split must be 1 or 2")])
+def test_k_split_pairs_refuse_tiles_they_cannot_run(tile, match):
+    base = select("fp8_gemm_nt", 128, 4096, 7168)
+    with pytest.raises(ValueError, match=match):
+        hopper_fp8.with_tile(base, *tile)
+    with pytest.raises(ValueError, match=match):
+        with heuristics.forced_tile(*tile):
+            pass
+
+
+def test_k_split_pairs_are_refused_for_grouped_layouts_and_odd_k_blocks():
+    for kind, groups in (("m_grouped_fp8_gemm_nt_masked", 4),
+                         ("m_grouped_fp8_gemm_nt_contiguous", 4)):
+        grouped = select(kind, 256, 4096, 7168, groups)
+        with pytest.raises(ValueError, match="K-split pairs"):
+            hopper_fp8.with_tile(grouped, 128, 64, k_split=2).plan_checks()
+    odd = select("fp8_gemm_nt", 128, 4096, 384)                       # 3 K blocks
+    with pytest.raises(ValueError, match="even number"):
+        hopper_fp8.with_tile(odd, 128, 64, k_split=2).plan_checks()
+
+
 def test_a_contiguous_tile_taller_than_the_group_padding_is_refused():
     contiguous = select("m_grouped_fp8_gemm_nt_contiguous", 4096, 4096, 7168, 8)
     with pytest.raises(ValueError, match="would span two groups"):

@@ -38,18 +38,22 @@ def _preset_specs() -> list:
     return sorted(specs, key=lambda s: s.to_json())
 
 
-# Extra picks the presets may not reach: grouped kinds at both M, and three warpgroups in
-# clusters sharing A (the pick for 6144x4096x14336).
+# Extra picks the presets may not reach: grouped kinds at both M, three warpgroups in
+# clusters sharing A (the pick for 6144x4096x14336), and K-split pairs of every width class
+# (half stored through TMA or with checked stores; N % 8 != 0; a straddling 160).
 EXTRA_SPECS = list(dict.fromkeys(
     [select(kind, m, 4096, 7168, num_groups=4 if "grouped" in kind else 1, arch=arch)
      for arch in ARCHS for kind in KINDS for m in (128, 4096)]
-    + [select("fp8_gemm_nt", 6144, 4096, 14336)]))
+    + [select("fp8_gemm_nt", 6144, 4096, 14336)]
+    + [hopper_fp8.with_tile(select("fp8_gemm_nt", 128, n, k), 128, block_n, k_split=2)
+       for n, k in ((4096, 7168), (1004, 512)) for block_n in (32, 64, 96, 128, 160, 256)]))
 SPECS = list(dict.fromkeys(_preset_specs() + EXTRA_SPECS))
 
 
 def _spec_id(spec) -> str:
     return (f"{spec.arch}-{spec.gemm_type}-n{spec.n}k{spec.k}g{spec.num_groups}-"
-            f"{spec.block_m}x{spec.block_n}s{spec.num_stages}m{spec.num_tma_multicast}")
+            f"{spec.block_m}x{spec.block_n}s{spec.num_stages}m{spec.num_tma_multicast}"
+            + (f"ks{spec.k_split}" if spec.k_split > 1 else ""))
 
 
 def _compile(spec, name: str = "nvrtc"):

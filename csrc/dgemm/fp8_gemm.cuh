@@ -10,7 +10,9 @@
 // final accumulator with the A and B scales of that block. The epilogue
 // stages the bf16 tile in shared memory and writes it with TMA stores (plain GEMM, tiles of
 // 64-column multiples) or with coalesced 16-byte stores that skip rows that must not be
-// written (M tail, padding rows, masked rows).
+// written (M tail, padding rows, masked rows). The plain GEMM can also run in K-split pairs:
+// two CTAs of a cluster per tile, each half of its K blocks, adding their partial sums through
+// distributed shared memory before each stores half of the columns (kNumKSplit).
 #include "mma_utils.cuh"
 #include "scheduler.cuh"
 #include "tma_utils.cuh"
@@ -55,7 +57,7 @@ __host__ __device__ constexpr bool fp8_gemm_uniform_scale_b(uint32_t block_n) {
 // memory the kernel needs.
 struct Fp8GemmSmem {
     uint32_t a, b, scales_a, full_barriers, empty_barriers, scales_b_full, scales_b_empty,
-             scales_b, tiles, total;
+             exchange_full, exchange_free, scales_b, tiles, total;
 };
 
 // A tile of the grouped layouts as the B-scale loader warp stages it for the math warpgroups,
@@ -71,9 +73,11 @@ struct alignas(16) StagedTile {
 static_assert(sizeof(StagedTile) == 64, "fp8_gemm_smem and hopper_fp8.py count 64 bytes");
 
 template <uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K,
-          uint32_t kNumStages>
+          uint32_t kNumStages, uint32_t kNumKSplit = 1>
 __host__ __device__ constexpr Fp8GemmSmem fp8_gemm_smem() {
     constexpr uint32_t kBarrierBytes = 8;
+    // A CTA of a K-split pair holds the B scales of its own K blocks only.
+    constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K / kNumKSplit;
     // The staged output tile comes first (offset 0), then the stage ring.
     const uint32_t a = BLOCK_M * EpilogueLayout<BLOCK_N>::kPitchBytes;
     const uint32_t b = a + kNumStages * BLOCK_M * BLOCK_K;             // fp8: 1 byte each
@@ -82,14 +86,18 @@ __host__ __device__ constexpr Fp8GemmSmem fp8_gemm_smem() {
     const uint32_t empty = full + kNumStages * kBarrierBytes;
     const uint32_t sb_full = empty + kNumStages * kBarrierBytes;
     const uint32_t sb_empty = sb_full + 2 * kBarrierBytes;
-    const uint32_t scales_b = sb_empty + 2 * kBarrierBytes;
+    // K-split pairs: a full and a free barrier per math warpgroup for the partial-sum
+    // exchange (none otherwise).
+    const uint32_t xchg_full = sb_empty + 2 * kBarrierBytes;
+    const uint32_t xchg_free = xchg_full + (kNumKSplit > 1 ? 2 : 0) * kBarrierBytes;
+    const uint32_t scales_b = xchg_free + (kNumKSplit > 1 ? 2 : 0) * kBarrierBytes;
     // Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
     const uint32_t scales_b_per_tile =
-        (SHAPE_K / BLOCK_K) * (fp8_gemm_uniform_scale_b(BLOCK_N) ? 1 : 2);
+        kNumKBlocks * (fp8_gemm_uniform_scale_b(BLOCK_N) ? 1 : 2);
     // Two staged tiles (one per B-scale slot), 16-byte aligned.
     const uint32_t tiles = (scales_b + 2 * scales_b_per_tile * 4 + 15) / 16 * 16;
-    return {a, b, scales_a, full, empty, sb_full, sb_empty, scales_b, tiles,
-            tiles + 2 * static_cast<uint32_t>(sizeof(StagedTile))};
+    return {a, b, scales_a, full, empty, sb_full, sb_empty, xchg_full, xchg_free, scales_b,
+            tiles, tiles + 2 * static_cast<uint32_t>(sizeof(StagedTile))};
 }
 
 // The math warpgroups of a tile: one per 64 rows (three for 192 rows), two for the 64-row
@@ -102,18 +110,20 @@ __host__ __device__ constexpr uint32_t fp8_gemm_math_threads(uint32_t block_m) {
 // launches with must be the kernel's own.
 template <uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N,
           uint32_t BLOCK_K, uint32_t kNumStages, uint32_t kPlannedSmemBytes,
-          uint32_t kPlannedThreads, bool kPlannedTMAStore>
+          uint32_t kPlannedThreads, bool kPlannedTMAStore, uint32_t kNumKSplit>
 struct Fp8GemmPlanCheck {
-    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total <=
+    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages,
+                                kNumKSplit>().total <=
                   232448, "the kernel's shared memory exceeds the 232448 bytes an sm_90 CTA "
                   "may use: fewer stages or a smaller tile");
-    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>().total ==
+    static_assert(fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages,
+                                kNumKSplit>().total ==
                   kPlannedSmemBytes, "dgemm/kernels/hopper_fp8.py plans a different amount of "
                   "shared memory than the kernel carves (fp8_gemm_smem)");
     static_assert(128 + fp8_gemm_math_threads(BLOCK_M) == kPlannedThreads,
                   "dgemm/kernels/hopper_fp8.py launches a different thread count than the "
                   "kernel's warpgroups (fp8_gemm_math_threads)");
-    static_assert(fp8_gemm_tma_store(SHAPE_N, BLOCK_N) == kPlannedTMAStore,
+    static_assert(fp8_gemm_tma_store(SHAPE_N, BLOCK_N / kNumKSplit) == kPlannedTMAStore,
                   "dgemm/kernels/hopper_fp8.py disagrees with the kernel on whether D is "
                   "stored through TMA (fp8_gemm_tma_store)");
 };
@@ -121,7 +131,7 @@ struct Fp8GemmPlanCheck {
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumGroups,
           uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
           uint32_t kNumTMAMulticast, bool kIsTMAMulticastOnA, uint32_t kNumSMs,
-          uint32_t kNumMathThreads>
+          uint32_t kNumMathThreads, uint32_t kNumKSplit>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
                 const float* scales_a, uint32_t shape_m, uint32_t sa_in_place,
@@ -147,6 +157,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "the plain GEMM and the contiguous layout, B tiles (same n-block, adjacent "
                   "m-blocks)");
     static_assert(kGemmType == GemmType::Normal or kNumGroups >= 1, "group count");
+    static_assert(kNumKSplit == 1 or (kNumKSplit == 2 and kGemmType == GemmType::Normal and
+                                      kNumTMAMulticast == 1 and BLOCK_M == 128 and
+                                      (SHAPE_K / BLOCK_K) % 2 == 0),
+                  "K-split pairs: the plain GEMM, 128-row tiles, no multicast, an even number "
+                  "of K blocks");
 
     // ---- Types and sizes ----------------------------------------------------------------
     // 256-column tiles run as two 128-column waves per K block through one 64-register
@@ -159,13 +174,22 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                   "256-column tiles: two math warpgroups of 64 rows each");
     using WGMMA = WgmmaFp8<WAVE_N>;
     constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
-    constexpr uint32_t kNumKBlocks = SHAPE_K / BLOCK_K;
+    // A cluster of kNumKSplit CTAs may split each tile's K blocks (K-split pairs: CTA rank r
+    // takes the r-th half of them and the pair adds its partial sums through distributed
+    // shared memory before the epilogue, each CTA storing half of the tile's columns). NOTES:
+    // the small-M shapes read B from HBM once whoever loads it, while each CTA of a one-wave
+    // grid re-reads all of A from L2; a pair halves those bytes per CTA. They pay with long K
+    // and few tiles (bench/NOTES.md d1, e1, e2).
+    constexpr uint32_t kNumKBlocksTotal = SHAPE_K / BLOCK_K;     // B-scale row pitch
+    constexpr uint32_t kNumKBlocks = kNumKBlocksTotal / kNumKSplit;   // this CTA's share
     constexpr uint32_t kNumScaleRowsB = ceil_div(SHAPE_N, 128u);
     // TMA-store epilogue (128B-swizzled boxes of 64 bf16 columns): for the plain GEMM the
     // tensor bounds clip exactly the rows and columns that must not be written; the grouped
     // layouts use it for each warpgroup's 64 rows when all of them are real output rows, and
     // checked stores otherwise (padding rows, masked-off rows).
-    constexpr bool kTMAStore = fp8_gemm_tma_store(SHAPE_N, BLOCK_N);
+    // The epilogue's width: the tile's, or the half a CTA of a K-split pair stores.
+    constexpr uint32_t EPI_N = BLOCK_N / kNumKSplit;
+    constexpr bool kTMAStore = fp8_gemm_tma_store(SHAPE_N, EPI_N);
     constexpr bool kUniformScaleB = fp8_gemm_uniform_scale_b(BLOCK_N);
     // A tile that straddles two B-scale blocks promotes its columns before `split_col` with
     // the first block's scale and the rest with the second's. Where n_start % 128 takes at most
@@ -180,6 +204,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                   128 / kSplitStep <= 4;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // WAVE_N / 2 per thread
     constexpr uint32_t kNumFinalAccum = kNumAccum * kNumNWaves;        // BLOCK_N / 2
+    constexpr uint32_t kNumEpiAccum = kNumFinalAccum / kNumKSplit;     // EPI_N / 2
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
     constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
     constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;      // fp8: 1 byte each
@@ -200,7 +225,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(SMEM_D_SIZE % 1024 == 0, "A/B tiles after D must stay 1024-byte aligned");
     static_assert(SMEM_A_SIZE_PER_STAGE % 1024 == 0 and SMEM_B_SIZE_PER_STAGE % 1024 == 0,
                   "128B-swizzled tiles must be 1024-byte aligned");
-    constexpr Fp8GemmSmem kSmem = fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages>();
+    constexpr Fp8GemmSmem kSmem =
+        fp8_gemm_smem<SHAPE_K, BLOCK_M, BLOCK_N, BLOCK_K, kNumStages, kNumKSplit>();
     static_assert(sizeof(MBarrier) == 8, "fp8_gemm_smem counts 8 bytes per barrier");
     static_assert(kSmem.a == SMEM_D_SIZE and kSmem.total <= 232448,
                   "the output tile heads shared memory; all of it fits one sm_90 CTA");
@@ -269,6 +295,13 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     MBarrier* scales_b_empty = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.scales_b_empty);
     float* smem_scales_b = reinterpret_cast<float*>(smem_buffer + kSmem.scales_b);
     StagedTile* staged_tiles = reinterpret_cast<StagedTile*>(smem_buffer + kSmem.tiles);
+    // K-split pairs, per math warpgroup: the peer's partial sums have arrived in this CTA's
+    // staging rows (full), and the peer's staging rows may take ours (free).
+    MBarrier* exchange_full = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.exchange_full);
+    MBarrier* exchange_free = reinterpret_cast<MBarrier*>(smem_buffer + kSmem.exchange_free);
+    // This CTA's K blocks start at k_offset; `peer` is the other CTA of a K-split pair.
+    const uint32_t k_rank = kNumKSplit > 1 ? cluster_cta_rank() : 0;
+    const uint32_t k_offset = k_rank * kNumKBlocks, peer = k_rank ^ 1;
     static_assert(BLOCK_M <= 32 * 12, "StagedTile holds one bit per row of the tile");
 
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
@@ -293,12 +326,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         for (uint32_t i = 0; i < 2; ++i) {
             scales_b_full[i].init(32);                         // every loader lane
             scales_b_empty[i].init(kNumMathThreads / 32);      // every math warp
+            if constexpr (kNumKSplit > 1) {
+                exchange_full[i].init(1);                      // the store leader's expect_tx
+                exchange_free[i].init(1);                      // the peer's store leader
+            }
         }
         fence_view_async_shared();
         fence_barrier_init();
     }
     // The peer CTA multicasts into our shared memory: its barriers must be initialised too.
-    if constexpr (kNumTMAMulticast > 1)
+    if constexpr (kNumTMAMulticast * kNumKSplit > 1)
         cluster_sync();
     else
         __syncthreads();
@@ -318,14 +355,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         const uint32_t n_start = n_block * BLOCK_N;
         // (A cluster's extra n-block past N is never stored; clamp its scale row.)
         lo = scales_b +
-            (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocks;
+            (group * kNumScaleRowsB + min(n_start / 128, kNumScaleRowsB - 1)) * kNumKBlocksTotal;
         const bool straddles = not kUniformScaleB and (n_start % 128) + BLOCK_N > 128 and
                                n_start / 128 + 1 < kNumScaleRowsB;
-        hi = straddles ? lo + kNumKBlocks : lo;
+        hi = straddles ? lo + kNumKBlocksTotal : lo;
     };
 
     auto scheduler = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
-                               kNumTMAMulticast, kIsTMAMulticastOnA>(shape_m, grouped_layout);
+                               kNumTMAMulticast, kIsTMAMulticastOnA, kNumKSplit>(
+        shape_m, grouped_layout);
     uint32_t m_block, n_block, group;
     // Grouped layouts: the B-scale loader warp stages each tile (StagedTile) for the producer
     // and the math warpgroups, whose scheduler would read global memory between two tiles.
@@ -384,7 +422,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 // stack along K.
                 const int32_t sa_col = static_cast<int32_t>(m_block * BLOCK_M);
                 const int32_t sa_row_base = static_cast<int32_t>(
-                    kGemmType == GemmType::GroupedMasked ? group * kNumKBlocks : 0);
+                    (kGemmType == GemmType::GroupedMasked ? group * kNumKBlocksTotal : 0) +
+                    k_offset);
 
                 // `laps`: the stage is a compile-time constant and `buf` (smem_buffer made
                 // opaque once per lap) the base of immediate offsets; else a run-time stage
@@ -400,7 +439,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     MBarrier* full = kLaps ? reinterpret_cast<MBarrier*>(buf + kSmem.full_barriers) + s
                                            : full_barriers + s;
                     full->arrive_expect_tx(stage_bytes);
-                    const int32_t k = static_cast<int32_t>(k_block * BLOCK_K);
+                    const int32_t k = static_cast<int32_t>((k_offset + k_block) * BLOCK_K);
                     // The shared operand: this CTA's slice, multicast to every CTA of the
                     // cluster (the whole tile, locally, without multicast). A contiguous pair
                     // in two groups loads every slice of its own B (same bytes expected).
@@ -519,6 +558,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         0xffffffff, scheduler.row_valid(m_block, group, j * 32 + lane_idx)) : 0u;
                 const float *sb_lo, *sb_hi;
                 scale_b_rows(n_block, group, sb_lo, sb_hi);
+                sb_lo += k_offset, sb_hi += k_offset;
                 float* sfb = smem_scales_b + slot * kNumScalesBPerTile;
                 // Every load of a chunk is issued before the first store, so a chunk costs one
                 // global round trip (a loop storing each value before the next load cost one per
@@ -588,7 +628,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     empty_barriers[stage].wait(phase ^ 1);
                     // One running pointer down the lane's rows: the producer warpgroup has 40
                     // registers, and six precomputed row addresses spilled (masked layout).
-                    const float* src = lane_sa + k_block * sa_k_stride;
+                    const float* src = lane_sa + (k_offset + k_block) * sa_k_stride;
                     const uint32_t dst = smem_sa + stage * BLOCK_M * 4;
                     #pragma unroll
                     for (uint32_t j = 0; j < kScalesAPerLane; ++j) {
@@ -620,6 +660,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
 
         float accum[kNumAccum], final_accum[kNumFinalAccum];
         uint32_t phase = 0, tile_count = 0;
+        uint32_t exchange_phase = 0;       // K-split pairs: flips at every tile
         uint32_t first_stage = 0;          // stage of the current tile's first K block
 
         // One tile: its B scales in slot `scales_slot`, `rows` which of this warpgroup's 64
@@ -821,11 +862,69 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     return;                 // warpgroup 0 writes the tile
             }
 
-            // ---- Epilogue ---------------------------------------------------------------
             // Each warpgroup stages its 64 rows at wg_smem_d (1024-byte aligned: 64 pitches).
             const uint32_t barrier_id = 1 + math_wg;
-            uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
             const bool store_leader = math_thread % 128 == 0;
+            uint8_t* wg_smem_d = smem_d + wg_row0 * SMEM_D_PITCH;
+            // The first column this CTA stores.
+            const uint32_t epi_n_start = n_start + k_rank * EPI_N;
+
+            if constexpr (kNumKSplit > 1) {
+                // K-split pair: each CTA keeps half of the tile's columns (rank 0 the first)
+                // and sends the other half of its partial sums to the peer, whose same
+                // warpgroup adds them. The message lands in the peer's staging rows of this
+                // warpgroup (free once the peer's previous epilogue has read them), in
+                // fragment order: thread t's j-th 16 bytes at (j * 128 + t) * 16, so both
+                // sides' accesses are conflict-free and thread t reads what thread t sent.
+                // st.async counts its bytes on the peer's full barrier, whose store leader
+                // expects them. NOTES (e2): remote stores, each thread then arriving with a
+                // cluster-scope release, cost 0.6..0.7 us more per call at 128x4096x7168.
+                constexpr uint32_t kHalf = kNumFinalAccum / 2;
+                static_assert(kHalf % 4 == 0 and kHalf * 4 * 128 <= WGMMA_M * SMEM_D_PITCH,
+                              "the message fits the warpgroup's staging rows");
+                const uint32_t t = math_thread % 128;
+                const uint32_t slot = smem_addr(wg_smem_d) + t * 16;
+                wait_cluster(exchange_free + math_wg, exchange_phase ^ 1);
+                const uint32_t remote = map_to_cta(slot, peer);
+                const uint32_t remote_full = map_to_cta(smem_addr(exchange_full + math_wg), peer);
+                #pragma unroll
+                for (uint32_t j = 0; j < kHalf / 4; ++j) {
+                    // Selects, not a run-time index: the fragment must stay in registers.
+                    float v[4];
+                    #pragma unroll
+                    for (uint32_t q = 0; q < 4; ++q)
+                        v[q] = k_rank == 0 ? final_accum[kHalf + j * 4 + q] : final_accum[j * 4 + q];
+                    st_async_v4(remote + j * 128 * 16, v[0], v[1], v[2], v[3], remote_full);
+                }
+                if (store_leader)
+                    exchange_full[math_wg].arrive_expect_tx(kHalf * 4 * 128);
+                // The kept half moves to the front: the epilogue stores final_accum[0, kHalf).
+                #pragma unroll
+                for (uint32_t i = 0; i < kHalf; ++i)
+                    final_accum[i] = k_rank == 0 ? final_accum[i] : final_accum[kHalf + i];
+                wait_cluster(exchange_full + math_wg, exchange_phase);
+                #pragma unroll
+                for (uint32_t j = 0; j < kHalf / 4; ++j) {
+                    const float4 v = ld_shared_v4(slot + j * 128 * 16);
+                    final_accum[j * 4 + 0] += v.x, final_accum[j * 4 + 1] += v.y;
+                    final_accum[j * 4 + 2] += v.z, final_accum[j * 4 + 3] += v.w;
+                }
+                exchange_phase ^= 1;
+                // (The epilogue's barrier below orders these reads before its staging writes.)
+            }
+            // Once this warpgroup's staging rows are read (by TMA or by its threads), the
+            // peer of a K-split pair may write its next message there.
+            auto release_staging = [&]() {
+                if constexpr (kNumKSplit > 1) {
+                    if (store_leader) {
+                        if constexpr (kTMAStore)
+                            tma_store_wait<true>();
+                        exchange_free[math_wg].arrive_cluster_release(peer);
+                    }
+                }
+            };
+
+            // ---- Epilogue ---------------------------------------------------------------
             if (kTMAStore and store_leader)
                 tma_store_wait<true>();                   // last tile's stores read the buffer
             // TMA stores need all 64 rows to be real output rows (the plain GEMM's tensor
@@ -838,7 +937,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 // writes land in 8 different 16-byte units) -> one TMA store per chunk.
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 #pragma unroll
-                for (uint32_t i = 0; i < kNumFinalAccum / 4; ++i) {
+                for (uint32_t i = 0; i < kNumEpiAccum / 4; ++i) {
                     uint8_t* chunk = wg_smem_d + (i / 8) * (WGMMA_M * 128);
                     const uint32_t unit = i % 8, col_bytes = (lane_idx % 4) * 4;
                     *reinterpret_cast<uint32_t*>(chunk + row * 128 + ((unit ^ (row % 8)) * 16) +
@@ -854,11 +953,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     const int32_t m_row = static_cast<int32_t>(
                         scheduler.global_row(m_block, group) + wg_row0);
                     #pragma unroll
-                    for (uint32_t c = 0; c < BLOCK_N / 64; ++c)
+                    for (uint32_t c = 0; c < EPI_N / 64; ++c)
                         tma_store_2d(&tma_d, wg_smem_d + c * (WGMMA_M * 128),
-                                     static_cast<int32_t>(n_start + c * 64), m_row);
+                                     static_cast<int32_t>(epi_n_start + c * 64), m_row);
                     tma_store_commit();
                 }
+                release_staging();
                 return;
             }
             // Registers -> padded smem -> coalesced global stores with per-row checks.
@@ -866,7 +966,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t col_bytes = (lane_idx % 4) * 4;
                 #pragma unroll
-                for (uint32_t i = 0; i < kNumFinalAccum / 4; ++i) {
+                for (uint32_t i = 0; i < kNumEpiAccum / 4; ++i) {
                     uint8_t* p = wg_smem_d + row * SMEM_D_PITCH + i * 16 + col_bytes;
                     *reinterpret_cast<uint32_t*>(p) =
                         pack_bf16x2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
@@ -885,25 +985,30 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             };
             if constexpr (SHAPE_N % 8 == 0) {
                 // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
-                constexpr uint32_t kVecsPerRow = BLOCK_N / 8;
+                constexpr uint32_t kVecsPerRow = EPI_N / 8;
                 #pragma unroll 4
                 for (uint32_t v = math_thread % 128; v < WGMMA_M * kVecsPerRow; v += 128) {
                     const uint32_t row = v / kVecsPerRow, col = (v % kVecsPerRow) * 8;
-                    if (n_start + col >= SHAPE_N or not row_is_real(row))
+                    if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
                         continue;
                     const uint4 value =
                         *reinterpret_cast<const uint4*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
-                    *reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + n_start + col) = value;
+                    *reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + epi_n_start + col) =
+                        value;
                 }
             } else {
                 #pragma unroll 4
-                for (uint32_t e = math_thread % 128; e < WGMMA_M * BLOCK_N; e += 128) {
-                    const uint32_t row = e / BLOCK_N, col = e % BLOCK_N;
-                    if (n_start + col >= SHAPE_N or not row_is_real(row))
+                for (uint32_t e = math_thread % 128; e < WGMMA_M * EPI_N; e += 128) {
+                    const uint32_t row = e / EPI_N, col = e % EPI_N;
+                    if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
                         continue;
-                    d[(d_row0 + row) * SHAPE_N + n_start + col] =
+                    d[(d_row0 + row) * SHAPE_N + epi_n_start + col] =
                         *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
                 }
+            }
+            if constexpr (kNumKSplit > 1) {
+                named_barrier_sync(barrier_id, 128);   // every thread has read its rows
+                release_staging();
             }
         };
         // The plain GEMM walks the scheduler itself (arithmetic only); the grouped layouts
@@ -946,8 +1051,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             tma_store_wait<false>();
     }
 
-    // Neither CTA of a cluster may exit while its peer can still arrive on its barriers.
-    if constexpr (kNumTMAMulticast > 1) {
+    // Neither CTA of a cluster may exit while its peer can still arrive on its barriers (or
+    // write its shared memory).
+    if constexpr (kNumTMAMulticast * kNumKSplit > 1) {
         __syncwarp();
         cluster_sync();
     }

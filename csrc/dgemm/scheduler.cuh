@@ -4,6 +4,8 @@
 // n-blocks the order is n-fastest so that the CTAs of one wave share A and B tiles in L2.
 // Clusters sharing B walk bands of kNumMBlocksPerBand m-blocks instead, m-fastest.
 //
+// A cluster of kNumKSplit CTAs that split K takes one tile per unit: every CTA of it walks
+// the same tiles.
 // With a cluster of kNumMulticast CTAs sharing one operand (TMA multicast), the unit handed out
 // is a cluster tile. Sharing A: one m-block and kNumMulticast adjacent n-blocks, CTA rank r
 // taking n-block kNumMulticast * q + r (same m-block, group and skip decisions in both CTAs,
@@ -18,8 +20,13 @@ namespace dgemm {
 
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t BLOCK_M, uint32_t BLOCK_N,
           uint32_t kNumGroups, uint32_t kNumMulticast, bool kMulticastOnA,
-          uint32_t kNumNBlocksPerBand = 16, uint32_t kNumMBlocksPerBand = 16>
+          uint32_t kNumKSplit = 1, uint32_t kNumNBlocksPerBand = 16,
+          uint32_t kNumMBlocksPerBand = 16>
 struct Scheduler {
+    // kNumKSplit CTAs of a cluster take the same tile (each a share of its K blocks).
+    static_assert(kNumKSplit == 1 or kNumMulticast == 1,
+                  "a cluster either shares an operand or splits K, not both");
+    static constexpr uint32_t kCtasPerUnit = kNumMulticast * kNumKSplit;
     static_assert(kNumMulticast == 1 or kMulticastOnA or kGemmType != GemmType::GroupedMasked,
                   "masked clusters share A: a cluster sharing B would need its m-blocks in one "
                   "group");
@@ -93,8 +100,8 @@ struct Scheduler {
     // Next tile of this CTA: returns false when there is none. `group` is the B/scale group.
     __device__ __forceinline__ bool next(uint32_t& m_block, uint32_t& n_block, uint32_t& group) {
         while (true) {
-            const uint32_t tile = blockIdx.x / kNumMulticast +
-                                  static_cast<uint32_t>(++iter) * (gridDim.x / kNumMulticast);
+            const uint32_t tile = blockIdx.x / kCtasPerUnit +
+                                  static_cast<uint32_t>(++iter) * (gridDim.x / kCtasPerUnit);
             if constexpr (kGemmType == GemmType::GroupedMasked) {
                 // Walk forward to the group that holds `tile` (tiles only ever increase).
                 while (tile >= group_first_tile + group_num_m_blocks * kNumNUnits) {

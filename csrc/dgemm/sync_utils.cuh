@@ -31,6 +31,16 @@ struct alignas(8) MBarrier {
                      "mbarrier.arrive.shared::cluster.b64 _, [remote]; }"
                      :: "r"(smem_addr(this)), "r"(cta_id) : "memory");
     }
+    // Arrive on the barrier at this offset in cluster CTA `cta_id`, releasing this thread's
+    // earlier writes (to the peer's shared memory included) at cluster scope: the peer's
+    // `wait_cluster` then sees them. Once per tile (the K-split pair's partial sums), never
+    // per K block (see arrive_cluster).
+    __device__ __forceinline__ void arrive_cluster_release(uint32_t cta_id) {
+        asm volatile("{ .reg .b32 remote;\n"
+                     "mapa.shared::cluster.u32 remote, %0, %1;\n"
+                     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }"
+                     :: "r"(smem_addr(this)), "r"(cta_id) : "memory");
+    }
     __device__ __forceinline__ void arrive_expect_tx(uint32_t bytes) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                      :: "r"(smem_addr(this)), "r"(bytes) : "memory");
@@ -47,6 +57,43 @@ struct alignas(8) MBarrier {
         } while (!done);
     }
 };
+
+// `wait` with acquire at cluster scope: what the peer CTA wrote before its
+// `arrive_cluster_release` on this barrier is visible after it.
+__device__ __forceinline__ void wait_cluster(MBarrier* bar, uint32_t phase) {
+    const uint32_t addr = smem_addr(bar);
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(addr), "r"(phase) : "memory");
+    } while (!done);
+}
+
+// The address of this CTA's shared-memory offset `addr` in cluster CTA `cta_id`'s window.
+__device__ __forceinline__ uint32_t map_to_cta(uint32_t addr, uint32_t cta_id) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(cta_id));
+    return remote;
+}
+
+// 16-byte store into another cluster CTA's shared memory whose completion counts 16 bytes on
+// that CTA's mbarrier `remote_bar` (both addresses from map_to_cta).
+__device__ __forceinline__ void st_async_v4(uint32_t remote, float x, float y, float z, float w,
+                                            uint32_t remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];"
+                 :: "r"(remote), "f"(x), "f"(y), "f"(z), "f"(w), "r"(remote_bar) : "memory");
+}
+
+// 16-byte load from this CTA's shared memory.
+__device__ __forceinline__ float4 ld_shared_v4(uint32_t addr) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}
 
 // 4-byte global -> shared copy through L1 (cp.async.ca); `src_bytes` 0 writes zeros without
 // reading `src`.

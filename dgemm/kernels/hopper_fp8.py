@@ -1,5 +1,6 @@
 """The sm_90a FP8 GEMM family (csrc/dgemm/fp8_gemm.cuh): TMA loads, WGMMA, warp specialisation,
-a persistent grid, optional 2-CTA clusters sharing one operand through TMA multicast.
+a persistent grid, optional 2-CTA clusters sharing one operand through TMA multicast or, for the
+plain GEMM, splitting each tile's K blocks (K-split pairs, an autotuner candidate only).
 
 Everything Python knows about that kernel lives here: which tile a problem gets (a cost model
 fitted to H200 sweeps, bench/NOTES.md), the template arguments, the thread count, the shared
@@ -47,36 +48,41 @@ def num_threads(spec: KernelSpec) -> int:
     return PRODUCER_THREADS + math_threads(spec.block_m)
 
 
-def smem_plan(block_m: int, block_n: int, k: int, num_stages: int) -> int:
-    """Dynamic shared memory of one CTA; header: `fp8_gemm_smem(...).total`."""
+def smem_plan(block_m: int, block_n: int, k: int, num_stages: int, k_split: int = 1) -> int:
+    """Dynamic shared memory of one CTA (of a K-split pair: `k_split` 2); header:
+    `fp8_gemm_smem(...).total`."""
     pitch = block_n * 2 + (16 if block_n % 16 == 0 else 0)   # bank-conflict-free bf16 rows
     smem_d = block_m * pitch
     smem_a = block_m * BLOCK_K                            # fp8, 128B-swizzled rows of 128 B
     smem_b = block_n * BLOCK_K
     smem_scales_a = block_m * 4
     barriers = num_stages * 2 * 8 + 4 * 8               # + B-scale slots' full/empty
-    # Two slots of a tile's B scales: K/128 floats per 128-column scale block it touches.
-    scales_b = 2 * ceil_div(k, BLOCK_K) * (1 if BLOCK_K % block_n == 0 else 2) * 4
+    if k_split > 1:
+        barriers += 4 * 8                               # + the exchange's full/free per warpgroup
+    # Two slots of a tile's B scales: this CTA's K/128 floats per 128-column scale block it
+    # touches.
+    scales_b = 2 * (ceil_div(k, BLOCK_K) // k_split) * (1 if BLOCK_K % block_n == 0 else 2) * 4
     end = smem_d + num_stages * (smem_a + smem_b + smem_scales_a) + barriers + scales_b
     # Two staged tiles (StagedTile, 64 bytes each), 16-byte aligned.
     return align(end, 16) + 2 * STAGED_TILE_BYTES
 
 
 def smem_bytes(spec: KernelSpec) -> int:
-    return smem_plan(spec.block_m, spec.block_n, spec.k, spec.num_stages)
+    return smem_plan(spec.block_m, spec.block_n, spec.k, spec.num_stages, spec.k_split)
 
 
 def uses_tma_store(spec: KernelSpec) -> bool:
     """D goes out through TMA stores (16-byte output rows, tiles of whole 64-column swizzle
-    chunks; grouped layouts: the warpgroups whose 64 rows are all real output rows). Header:
-    `fp8_gemm_tma_store`."""
-    return spec.n % 8 == 0 and spec.block_n % 64 == 0
+    chunks; grouped layouts: the warpgroups whose 64 rows are all real output rows; a CTA of a
+    K-split pair stores half of the tile's columns). Header: `fp8_gemm_tma_store`."""
+    return spec.n % 8 == 0 and (spec.block_n // spec.k_split) % 64 == 0
 
 
 def template_args(spec: KernelSpec) -> tuple:
     return (CPP_GEMM_TYPE[spec.gemm_type], spec.n, spec.k, spec.num_groups, spec.block_m,
             spec.block_n, spec.block_k, spec.num_stages, spec.num_tma_multicast,
-            cpp_bool(spec.multicast_on_a), spec.num_sms, math_threads(spec.block_m))
+            cpp_bool(spec.multicast_on_a), spec.num_sms, math_threads(spec.block_m),
+            spec.k_split)
 
 
 def cpp_instance(spec: KernelSpec) -> str:
@@ -88,7 +94,10 @@ def plan_checks(spec: KernelSpec) -> str:
     # (e.g. built by hand, or read from an old manifest) fails here with the fix in its message
     # instead of in the compiler. NOTES: 64-row tiles with an odd stage count faulted before
     # kernel v23 (bench/NOTES.md v23); the header now refuses them too.
-    check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
+    check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast, spec.k_split)
+    if spec.k_split > 1 and (spec.gemm_type != "normal" or ceil_div(spec.k, BLOCK_K) % 2):
+        raise ValueError(f"K-split pairs (k_split=2) run the plain GEMM with an even number of "
+                         f"128-wide K blocks; got {spec.gemm_type} at k={spec.k}: use k_split=1")
     if spec.gemm_type == "grouped_contiguous" and CONTIGUOUS_ALIGNMENT % spec.block_m:
         raise ValueError(f"the contiguous layout pads each group to {CONTIGUOUS_ALIGNMENT} rows: a "
                          f"{spec.block_m}-row tile would span two groups; use block_m 64 or 128")
@@ -101,30 +110,31 @@ def plan_checks(spec: KernelSpec) -> str:
                          f"own alternate stages); got {spec.num_stages}: use "
                          f"dgemm.kernels.hopper_fp8.num_stages() or with_tile()")
     args = (spec.n, spec.k, spec.block_m, spec.block_n, spec.block_k, spec.num_stages,
-            smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)))
+            smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)), spec.k_split)
     return "template struct dgemm::Fp8GemmPlanCheck<" + ", ".join(map(str, args)) + ">;"
 
 
 # ------------------------------------------------------------------------------------------
 # Selection: (gemm type, m, n, k, groups, SMs) -> KernelSpec
 # ------------------------------------------------------------------------------------------
-def max_stages(block_m: int, block_n: int, k: int) -> int:
+def max_stages(block_m: int, block_n: int, k: int, k_split: int = 1) -> int:
     """Deepest pipeline (3..16 stages) that fits shared memory, or 0: more bytes in flight hide
     TMA latency on the small-M shapes."""
     return max((s for s in range(3, 17)
-                if smem_plan(block_m, block_n, k, s) <= SMEM_CAPACITY), default=0)
+                if smem_plan(block_m, block_n, k, s, k_split) <= SMEM_CAPACITY), default=0)
 
 
 @functools.lru_cache(maxsize=8192)     # pure, M-independent: asked for every tile selected
-def num_stages(block_m: int, block_n: int, k: int) -> int:
+def num_stages(block_m: int, block_n: int, k: int, k_split: int = 1) -> int:
     """Pipeline depth for a tile, or 0 if none fits: each tile walks the ring in whole rounds
     of stages (slots past the last K block go unused), so take the fewest stages that keep the
     deepest pipeline's round count: e.g. 56 K blocks with room for 5 stages -> 12 rounds -> 5,
-    with room for 6 -> 10 rounds -> 6; 4 K blocks -> 4 stages."""
-    deepest = max_stages(block_m, block_n, k)
+    with room for 6 -> 10 rounds -> 6; 4 K blocks -> 4 stages. A CTA of a K-split pair
+    (`k_split` 2) walks half of the K blocks."""
+    deepest = max_stages(block_m, block_n, k, k_split)
     if deepest == 0:
         return 0
-    k_blocks = ceil_div(k, BLOCK_K)
+    k_blocks = ceil_div(k, BLOCK_K) // k_split
     # Never fewer than 3 (or the K blocks there are): with 2 the producer is one stage ahead.
     stages = max(ceil_div(k_blocks, ceil_div(k_blocks, deepest)), min(3, k_blocks))
     if block_m == 64 and stages % 2 and stages > 1:
@@ -375,9 +385,41 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
 
 def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                count: int) -> list:
-    """The cost model's `count` best specs for this call, best (the pick of `select`) first."""
-    return [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
-            for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+    """The cost model's `count` best specs for this call, best (the pick of `select`) first,
+    then the K-split pair that an autotuner should time beside them (`k_split_candidate`)."""
+    specs = [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
+             for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+    pair = k_split_candidate(gemm_type, m, n, k, num_sms)
+    return specs + [pair] if pair is not None and count > 0 else specs
+
+
+# K blocks from which a K-split pair is worth timing: its exchange and cluster cost ~1.4 us
+# per call (bench/NOTES.md e2).
+K_SPLIT_MIN_K_BLOCKS = 32
+
+
+def k_split_candidate(gemm_type: str, m: int, n: int, k: int, num_sms: int):
+    """The plain GEMM's K-split pair to time, or None: the 128-row tile, a multiple of 16
+    columns wide, whose pairs fit one wave of the SMs and which the cost model rates fastest
+    at half of K. Only timed, never picked by the model: these shapes read B from HBM at a
+    pace the model does not describe, and the pairs won +8..10% on one long-K shape with few
+    tiles (128x2304x16384), tied at 128x4096x7168 and lost 2..6% elsewhere (NOTES e1, e2)."""
+    k_blocks = ceil_div(k, BLOCK_K)
+    if gemm_type != "normal" or k_blocks % 2 or k_blocks < K_SPLIT_MIN_K_BLOCKS:
+        return None
+    m_blocks = ceil_div(m, 128)
+    best = None
+    for block_n in block_ns(128):
+        if block_n % 16 or 2 * m_blocks * ceil_div(n, block_n) > num_sms:
+            continue
+        if not num_stages(128, block_n, k, 2):
+            continue
+        cycles = tile_cycles(128, block_n, k // 2, 1, False)
+        if best is None or cycles < best[0]:
+            best = (cycles, block_n)
+    if best is None:
+        return None
+    return _spec(gemm_type, n, k, 1, num_sms, 128, best[1], 1, k_split=2)
 
 
 def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
@@ -389,17 +431,18 @@ def _select(gemm_type: str, m: int, n: int, k: int, num_groups: int,
 
 
 def _spec(gemm_type: str, n: int, k: int, num_groups: int, num_sms: int, block_m: int,
-          block_n: int, multicast: int) -> KernelSpec:
+          block_n: int, multicast: int, k_split: int = 1) -> KernelSpec:
     return KernelSpec(kernel=NAME, gemm_type=gemm_type, n=n, k=k, num_groups=num_groups,
                       block_m=block_m, block_n=block_n, block_k=BLOCK_K,
-                      num_stages=num_stages(block_m, block_n, k), num_tma_multicast=multicast,
+                      num_stages=num_stages(block_m, block_n, k, k_split),
+                      num_tma_multicast=multicast,
                       multicast_on_a=multicast > 1 and shares_a(block_m, block_n),
-                      num_sms=num_sms, arch="sm_90a")
+                      num_sms=num_sms, arch="sm_90a", k_split=k_split)
 
 
-def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1) -> None:
+def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1, k_split: int = 1) -> None:
     """ValueError unless the kernel can run a (block_m x block_n) tile in clusters of
-    `num_tma_multicast`."""
+    `num_tma_multicast` (or in K-split pairs: `k_split` 2)."""
     if block_m not in (64, 128, 192) or block_n not in block_ns(block_m):
         raise ValueError(f"{block_m}x{block_n} is not a tile of the {NAME} kernel: block_m is "
                          f"64, 128 or 192 and a {block_m}-row tile takes block_n in "
@@ -407,22 +450,29 @@ def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1) -> None:
     if num_tma_multicast not in (1, 2):
         raise ValueError(f"num_tma_multicast must be 1 or 2 (CTAs per cluster); got "
                          f"{num_tma_multicast!r}")
+    if k_split not in (1, 2):
+        raise ValueError(f"k_split must be 1 or 2 (CTAs of a cluster splitting K); got "
+                         f"{k_split!r}")
+    if k_split > 1 and (block_m != 128 or num_tma_multicast != 1 or block_n % 16):
+        raise ValueError(f"K-split pairs run 128-row tiles of a multiple of 16 columns (each CTA "
+                         f"stores half of them) without multicast; got {block_m}x{block_n} with "
+                         f"num_tma_multicast={num_tma_multicast}")
 
 
 def with_tile(spec: KernelSpec, block_m: int, block_n: int, num_tma_multicast: int = 1,
-              multicast_on_a: bool = True) -> KernelSpec:
+              multicast_on_a: bool = True, k_split: int = 1) -> KernelSpec:
     """`spec` with another tile (benchmarks, forced-tile tests): the pipeline depth the
     heuristic would use for that tile; clusters of `num_tma_multicast` CTAs share A, or B
-    when `multicast_on_a` is False."""
-    check_tile(block_m, block_n, num_tma_multicast)
-    stages = num_stages(block_m, block_n, spec.k)
+    when `multicast_on_a` is False; `k_split` 2: pairs of CTAs split each tile's K blocks."""
+    check_tile(block_m, block_n, num_tma_multicast, k_split)
+    stages = num_stages(block_m, block_n, spec.k, k_split)
     if stages == 0:
         raise ValueError(f"with_tile: no pipeline depth of a {block_m}x{block_n} tile fits "
                          f"shared memory at k={spec.k}")
     return KernelSpec(**dict(
         vars(spec), block_m=block_m, block_n=block_n, num_stages=stages,
         num_tma_multicast=num_tma_multicast,
-        multicast_on_a=num_tma_multicast > 1 and multicast_on_a))
+        multicast_on_a=num_tma_multicast > 1 and multicast_on_a, k_split=k_split))
 
 
 # ------------------------------------------------------------------------------------------
@@ -541,8 +591,8 @@ def _tma_d(d: torch.Tensor, spec: KernelSpec):
 
 def grid_size(spec: KernelSpec, m: int) -> int:
     """Persistent grid: one CTA per SM, fewer when the problem has fewer tiles; a multiple of
-    the cluster size."""
-    cluster = spec.num_tma_multicast
+    the cluster size (a K-split pair: two CTAs per tile)."""
+    cluster = spec.cluster_dim
     if spec.gemm_type == "grouped_masked":
         return spec.num_sms - spec.num_sms % cluster   # tile count depends on masked_m (device)
     unit_m, unit_n = cluster_unit(spec.num_tma_multicast, spec.multicast_on_a)

@@ -35,6 +35,8 @@ class KernelSpec:
                                # n-blocks), False shares B (same n-block; plain GEMM only)
     num_sms: int               # persistent grid size (0 for the non-persistent portable kernel)
     arch: str                  # "sm_90a", "sm_80", ...
+    k_split: int = 1           # CTAs of a cluster that split each tile's K blocks and add
+                               # their partial sums (1 = none; sm_90a plain GEMM only)
 
     FORMAT_VERSION: ClassVar[int] = FORMAT_VERSION     # enters the cache key (dgemm.jit.key)
 
@@ -75,7 +77,7 @@ class KernelSpec:
     @property
     def cluster_dim(self) -> int:
         """CTAs per cluster (1: an ordinary launch)."""
-        return self.num_tma_multicast
+        return self.num_tma_multicast * self.k_split
 
 
 

@@ -269,6 +269,52 @@ def test_forced_cluster_sharing_b_contiguous_padding_blocks(dropped):
         assert diff < DIFF_BAR, f"group {g}: calc_diff {diff:.2e}"
 
 
+# ---- K-split pairs: two CTAs per tile, each half of K, partial sums exchanged (NOTES e1) -----------
+# Widths whose half is stored through TMA (128, 256), with checked 16-byte stores (32..96, 160)
+# or, for N % 8 != 0, element by element; tails in M and N; two K blocks (one per CTA); and
+# enough tiles per pair that the exchange's barriers run through many phases.
+KSPLIT_WIDTHS = [32, 48, 64, 96, 128, 160, 256]
+
+
+@pytest.mark.parametrize("block_n", KSPLIT_WIDTHS)
+@pytest.mark.parametrize("m,n,k", [(4097, 2112, 1024), (129, 1000, 256), (65, 100, 2048),
+                                   (33, 1004, 512), (128, 4096, 7168)])
+def test_forced_k_split_pairs_dense(block_n, m, n, k):
+    case = random_dense(m, n, k)
+    d = poisoned(m, n)
+    with heuristics.forced_tile(128, block_n, k_split=2):
+        spec = heuristics.select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
+        assert spec.k_split == 2 and spec.cluster_dim == 2
+        dgemm.fp8_gemm_nt(case.a, case.b, d)
+        again = dgemm.fp8_gemm_nt(case.a, case.b)
+    assert unwritten_count(d) == 0
+    assert torch.equal(d, again), "two calls of a K-split pair differ"
+    diff = dgemm.calc_diff(d, case.ref)
+    assert diff < DIFF_BAR, f"128x{block_n} ks2 on {m}x{n}x{k}: calc_diff {diff:.2e}"
+
+
+def test_k_split_pairs_survive_many_calls():
+    case = random_dense(128, 4096, 7168)
+    d = poisoned(128, 4096)
+    with heuristics.forced_tile(128, 64, k_split=2):
+        for _ in range(300):
+            dgemm.fp8_gemm_nt(case.a, case.b, d)
+    torch.cuda.synchronize()
+    assert unwritten_count(d) == 0
+    assert dgemm.calc_diff(d, case.ref) < DIFF_BAR
+
+
+def test_k_split_pairs_refuse_grouped_layouts_and_odd_k_blocks():
+    case = random_dense(64, 256, 384)                         # 3 K blocks
+    with heuristics.forced_tile(128, 64, k_split=2):
+        with pytest.raises(ValueError, match="even number"):
+            dgemm.fp8_gemm_nt(case.a, case.b)
+        masked = random_masked([5, 7], 64, 256, 512)
+        with pytest.raises(ValueError, match="K-split"):
+            dgemm.m_grouped_fp8_gemm_nt_masked(masked.a, masked.b, poisoned(2, 64, 256),
+                                               masked.masked_m, 8)
+
+
 # ---- 64-row tiles over many calls (bench/NOTES.md v23) ------------------------------------------
 # Before v23 the two math warpgroups of a 64-row tile took K blocks by parity, so with an odd
 # stage count (64x144x7 for 4x36864x7168, 64x160x7 for masked ~64 rows of 28672x4096) or an odd

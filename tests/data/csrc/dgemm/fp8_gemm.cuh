@@ -11,13 +11,13 @@ namespace dgemm {
 // The real header checks Python's plan here; the stand-in accepts any plan.
 template <uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t BLOCK_M, uint32_t BLOCK_N,
           uint32_t BLOCK_K, uint32_t kNumStages, uint32_t kPlannedSmemBytes,
-          uint32_t kPlannedThreads, bool kPlannedTMAStore>
+          uint32_t kPlannedThreads, bool kPlannedTMAStore, uint32_t kNumKSplit>
 struct Fp8GemmPlanCheck {};
 
 template <GemmType kGemmType, uint32_t SHAPE_N, uint32_t SHAPE_K, uint32_t kNumGroups,
           uint32_t BLOCK_M, uint32_t BLOCK_N, uint32_t BLOCK_K, uint32_t kNumStages,
           uint32_t kNumTMAMulticast, bool kIsTMAMulticastOnA, uint32_t kNumSMs,
-          uint32_t kNumMathThreads>
+          uint32_t kNumMathThreads, uint32_t kNumKSplit>
 __global__ void __launch_bounds__(128 + kNumMathThreads, 1)
 fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layout,
                 const float* scales_a, uint32_t shape_m, uint32_t sa_in_place,
