@@ -884,7 +884,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                               "the message fits the warpgroup's staging rows");
                 const uint32_t t = math_thread % 128;
                 const uint32_t slot = smem_addr(wg_smem_d) + t * 16;
-                wait_cluster(exchange_free + math_wg, exchange_phase ^ 1);
+                exchange_free[math_wg].wait<true>(exchange_phase ^ 1);
                 const uint32_t remote = map_to_cta(slot, peer);
                 const uint32_t remote_full = map_to_cta(smem_addr(exchange_full + math_wg), peer);
                 #pragma unroll
@@ -902,7 +902,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 #pragma unroll
                 for (uint32_t i = 0; i < kHalf; ++i)
                     final_accum[i] = k_rank == 0 ? final_accum[i] : final_accum[kHalf + i];
-                wait_cluster(exchange_full + math_wg, exchange_phase);
+                exchange_full[math_wg].wait<true>(exchange_phase);
                 #pragma unroll
                 for (uint32_t j = 0; j < kHalf / 4; ++j) {
                     const float4 v = ld_shared_v4(slot + j * 128 * 16);

@@ -33,7 +33,7 @@ struct alignas(8) MBarrier {
     }
     // Arrive on the barrier at this offset in cluster CTA `cta_id`, releasing this thread's
     // earlier writes (to the peer's shared memory included) at cluster scope: the peer's
-    // `wait_cluster` then sees them. Once per tile (the K-split pair's partial sums), never
+    // `wait<true>` then sees them. Once per tile (the K-split pair's partial sums), never
     // per K block (see arrive_cluster).
     __device__ __forceinline__ void arrive_cluster_release(uint32_t cta_id) {
         asm volatile("{ .reg .b32 remote;\n"
@@ -45,31 +45,27 @@ struct alignas(8) MBarrier {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                      :: "r"(smem_addr(this)), "r"(bytes) : "memory");
     }
-    // Block until the phase with parity `phase` has completed.
+    // Block until the phase with parity `phase` has completed. `kClusterScope`: acquire at
+    // cluster scope, so that what a peer CTA wrote before its `arrive_cluster_release` on this
+    // barrier is visible after it (the default acquires at CTA scope).
+    template <bool kClusterScope = false>
     __device__ __forceinline__ void wait(uint32_t phase) {
         const uint32_t addr = smem_addr(this);
         uint32_t done;
         do {
-            asm volatile("{ .reg .pred p;\n"
-                         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p; }"
-                         : "=r"(done) : "r"(addr), "r"(phase) : "memory");
+            if constexpr (kClusterScope)
+                asm volatile("{ .reg .pred p;\n"
+                             "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                             "selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(addr), "r"(phase) : "memory");
+            else
+                asm volatile("{ .reg .pred p;\n"
+                             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                             "selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(addr), "r"(phase) : "memory");
         } while (!done);
     }
 };
-
-// `wait` with acquire at cluster scope: what the peer CTA wrote before its
-// `arrive_cluster_release` on this barrier is visible after it.
-__device__ __forceinline__ void wait_cluster(MBarrier* bar, uint32_t phase) {
-    const uint32_t addr = smem_addr(bar);
-    uint32_t done;
-    do {
-        asm volatile("{ .reg .pred p;\n"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done) : "r"(addr), "r"(phase) : "memory");
-    } while (!done);
-}
 
 // The address of this CTA's shared-memory offset `addr` in cluster CTA `cta_id`'s window.
 __device__ __forceinline__ uint32_t map_to_cta(uint32_t addr, uint32_t cta_id) {
