@@ -422,6 +422,22 @@ def test_k_split_pairs_are_refused_for_grouped_layouts_and_odd_k_blocks():
         hopper_fp8.with_tile(odd, 128, 64, k_split=2).plan_checks()
 
 
+@pytest.mark.parametrize("spec", [select("fp8_gemm_nt", 128, 4096, 7168, arch="sm_80"),
+                                  select("fp8_gemm_nt_wgrad", 7168, 2112, 4096),
+                                  select("fp8_gemm_nt_wgrad", 7168, 2112, 4096, arch="sm_80")],
+                         ids=lambda s: s.kernel)
+def test_families_without_k_split_pairs_refuse_a_k_split_spec(spec):
+    spec.plan_checks()
+    with pytest.raises(ValueError, match="runs no K-split pairs"):
+        dataclasses.replace(spec, k_split=2).plan_checks()
+
+
+def test_reports_name_k_split_pairs():
+    from dgemm.autotune.tuner import tile_name
+    pair = heuristics.candidates("fp8_gemm_nt", 128, 2304, 16384, count=1)[-1]
+    assert tile_name(pair) == "128x48 ks2"
+
+
 def test_a_contiguous_tile_taller_than_the_group_padding_is_refused():
     contiguous = select("m_grouped_fp8_gemm_nt_contiguous", 4096, 4096, 7168, 8)
     with pytest.raises(ValueError, match="would span two groups"):

@@ -213,9 +213,10 @@ def _chosen_spec(payload: dict, candidate_specs: list) -> Optional[KernelSpec]:
 
 
 def tile_name(spec: KernelSpec) -> str:
-    """A spec's tile for reports: 128x256, or 128x256 x2A for 2-CTA clusters sharing A."""
+    """A spec's tile for reports: 128x256, 128x256 x2A for 2-CTA clusters sharing A, or
+    128x48 ks2 for K-split pairs."""
     cluster = f" x{spec.num_tma_multicast}{'A' if spec.multicast_on_a else 'B'}" \
-        if spec.num_tma_multicast > 1 else ""
+        if spec.num_tma_multicast > 1 else f" ks{spec.k_split}" if spec.k_split > 1 else ""
     return f"{spec.block_m}x{spec.block_n}{cluster}"
 
 

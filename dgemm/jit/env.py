@@ -297,7 +297,8 @@ def autotune() -> bool:
 
 
 def autotune_top_k() -> int:
-    """DGEMM_AUTOTUNE_TOP_K: how many of the cost model's best kernels are timed (4; 2..16)."""
+    """DGEMM_AUTOTUNE_TOP_K: how many of the cost model's best kernels are timed (4; 2..16), plus
+    a K-split pair for a dense GEMM with long K and few tiles (hopper_fp8.k_split_candidate)."""
     value = get_int("DGEMM_AUTOTUNE_TOP_K", 4, minimum=2)
     if value > 16:
         raise ConfigError(f"DGEMM_AUTOTUNE_TOP_K={value} is above 16; expected an integer "

@@ -141,7 +141,9 @@ def _describe(kernel: dict) -> str:
     return (f"{spec['kernel']} {spec['gemm_type']} n={spec['n']} k={spec['k']} "
             f"groups={spec['num_groups']} tile {spec['block_m']}x{spec['block_n']}x"
             f"{spec['block_k']} stages={spec['num_stages']} "
-            f"multicast={spec['num_tma_multicast']} (M {kernel['m_values']})")
+            f"multicast={spec['num_tma_multicast']}"
+            f"{' k_split=%d' % spec['k_split'] if spec.get('k_split', 1) > 1 else ''} "
+            f"(M {kernel['m_values']})")
 
 
 def remote_for_display(settings) -> Optional[str]:

@@ -19,7 +19,7 @@ from ..jit import state
 from ..jit.args import ArgLayout, TmaDescriptor
 from ..utils import ceil_div
 from .loader import get_kernel
-from .spec import KernelSpec
+from .spec import KernelSpec, refuse_k_split
 
 NAME = "fp8_wgrad"
 HEADER = "dgemm/fp8_wgrad.cuh"
@@ -118,6 +118,7 @@ def cpp_instance(spec: KernelSpec) -> str:
 
 
 def plan_checks(spec: KernelSpec) -> str:
+    refuse_k_split(spec)
     check_tile(spec.block_m, spec.block_n, spec.num_tma_multicast)
     args = (spec.block_m, spec.block_n, spec.block_k, spec.num_stages, smem_bytes(spec),
             num_threads(spec), groups_bytes(spec))

@@ -19,7 +19,7 @@ from ..jit import state
 from ..jit.args import ArgLayout
 from . import plans
 from .loader import current_stream, get_kernel
-from .spec import CPP_GEMM_TYPE, KernelSpec
+from .spec import CPP_GEMM_TYPE, KernelSpec, refuse_k_split
 
 NAME = "fp8_gemm_portable"
 HEADER = "dgemm/fp8_gemm_portable.cuh"
@@ -56,6 +56,7 @@ def cpp_instance(spec: KernelSpec) -> str:
 
 
 def plan_checks(spec: KernelSpec) -> str:
+    refuse_k_split(spec)
     args = (spec.block_m, spec.block_n, spec.block_k, smem_bytes(spec), num_threads(spec))
     return "template struct dgemm::PortablePlanCheck<" + ", ".join(map(str, args)) + ">;"
 

@@ -12,7 +12,7 @@ from ..jit.args import ArgLayout
 from ..utils import ceil_div
 from .loader import get_kernel
 from .portable_fp8 import compile_arch
-from .spec import KernelSpec
+from .spec import KernelSpec, refuse_k_split
 
 NAME = "fp8_wgrad_portable"
 HEADER = "dgemm/fp8_wgrad_portable.cuh"
@@ -37,6 +37,7 @@ def cpp_instance(spec: KernelSpec) -> str:
 
 
 def plan_checks(spec: KernelSpec) -> str:
+    refuse_k_split(spec)
     args = (spec.block_m, spec.block_n, spec.block_k, smem_bytes(spec), num_threads(spec))
     return "template struct dgemm::WgradPortablePlanCheck<" + ", ".join(map(str, args)) + ">;"
 

@@ -81,6 +81,15 @@ class KernelSpec:
 
 
 
+def refuse_k_split(spec: KernelSpec) -> None:
+    """ValueError for a K-split spec (`k_split` > 1) of a family that runs no K-split pairs
+    (all but fp8_gemm): e.g. one read back from a hand-edited manifest, which would otherwise
+    launch in clusters the kernel does not expect."""
+    if spec.k_split != 1:
+        raise ValueError(f"the {spec.kernel} kernel runs no K-split pairs; got k_split="
+                         f"{spec.k_split!r}: use k_split=1")
+
+
 # Enum names of `dgemm::GemmType` in csrc/dgemm/utils.cuh, by spec.gemm_type.
 CPP_GEMM_TYPE = {
     "normal": "dgemm::GemmType::Normal",
