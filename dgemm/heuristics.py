@@ -87,8 +87,9 @@ def _select_wgrad(m: int, n: int, k: int, num_groups: int, num_sms: int, arch: s
 def candidates(kind: str, m: int, n: int, k: int, num_groups: int = 1, num_sms: int = 132,
                count: int = 4) -> list:
     """The sm_90a cost model's `count` best specs for one call, best first (the first is
-    `select`'s pick): what benchmarks time to check the model, and what an autotuner would
-    choose among."""
+    `select`'s pick), then, for a dense call with long K and few tiles, the K-split pair that
+    the model cannot rank (`hopper_fp8.k_split_candidate`): what benchmarks time to check the
+    model, and what the autotuner chooses among."""
     select(kind, m, n, k, num_groups, num_sms)               # validates the request
     return hopper_fp8.candidates(GEMM_TYPES[kind], m, n, k, num_groups, num_sms, count)
 

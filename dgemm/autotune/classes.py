@@ -96,7 +96,8 @@ def masked_max_m(cls: ShapeClass) -> int:
 
 
 def candidates(cls: ShapeClass, top_k: int) -> list:
-    """The cost model's `top_k` best specs for the class, best (the heuristic's pick) first."""
+    """The cost model's `top_k` best specs for the class, best (the heuristic's pick) first,
+    and the K-split pair it cannot rank where one fits (heuristics.candidates)."""
     return heuristics.candidates(cls.kind, representative_m(cls), cls.n, cls.k,
                                  cls.num_groups, cls.num_sms, count=top_k)
 
