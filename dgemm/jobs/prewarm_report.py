@@ -138,11 +138,12 @@ def format_dry_run(report: dict) -> str:
 
 def _describe(kernel: dict) -> str:
     spec = kernel["spec"]
+    k_split = spec.get("k_split", 1)                  # absent from specs of older manifests
     return (f"{spec['kernel']} {spec['gemm_type']} n={spec['n']} k={spec['k']} "
             f"groups={spec['num_groups']} tile {spec['block_m']}x{spec['block_n']}x"
             f"{spec['block_k']} stages={spec['num_stages']} "
             f"multicast={spec['num_tma_multicast']}"
-            f"{' k_split=%d' % spec['k_split'] if spec.get('k_split', 1) > 1 else ''} "
+            f"{f' k_split={k_split}' if k_split > 1 else ''} "
             f"(M {kernel['m_values']})")
 
 
