@@ -1,8 +1,8 @@
 #pragma once
 // Persistent tile scheduler shared by the three GEMM variants. Tiles are handed out
-// round-robin (tile = blockIdx.x + i * gridDim.x); within a band of kNumNBlocksPerBand
-// n-blocks the order is n-fastest so that the CTAs of one wave share A and B tiles in L2.
-// Clusters sharing B walk bands of kNumMBlocksPerBand m-blocks instead, m-fastest.
+// round-robin (tile = blockIdx.x + i * gridDim.x) and walk bands of kNumMBlocksPerBand
+// m-blocks, m-fastest, so that the CTAs of one wave share A and B tiles in L2. Only clusters
+// sharing A walk bands of kNumNBlocksPerBand n-blocks, n-fastest (their unit is n-blocks wide).
 //
 // A cluster of kNumKSplit CTAs that split K takes one tile per unit: every CTA of it walks
 // the same tiles.
@@ -74,11 +74,13 @@ struct Scheduler {
     // Rasterise a unit index inside an (num_m_units x kNumNUnits) grid.
     __device__ __forceinline__ void tile_coords(uint32_t unit, uint32_t num_m_units,
                                                 uint32_t& m_block, uint32_t& n_block) const {
-        if constexpr (kUnitM > 1) {
-            // Clusters sharing B: bands of m-units, m-fastest, so a wave's clusters share B
-            // tiles (and A rows across bands) as DeepGEMM's raster does when it shares B. NOTES:
-            // +0.4..2.6% against DeepGEMM in the same rounds over 10 (shape, tile) pairs, none
-            // slower (dense 4096x7168x16384 128x256: 0.964 -> 0.990; bench/NOTES.md q10).
+        if constexpr (kUnitN == 1) {
+            // Single CTAs, K-split pairs and clusters sharing B: bands of m-units, m-fastest,
+            // so that the CTAs reading one B tile are adjacent (DeepGEMM's grouping). NOTES:
+            // clusters sharing B +0.4..2.6% against DeepGEMM in the same rounds (q10); single
+            // CTAs on the one-wave medium-M rows +3..8% (384x4096x16384 at 128x96, 0.915 ->
+            // 0.994: n-fastest had cost 13% per K block against DeepGEMM's identical tile;
+            // bench/NOTES.md f2).
             const uint32_t units_per_band = kBandMUnits * kNumNUnits;
             const uint32_t band = unit / units_per_band;
             const uint32_t first_m = band * kBandMUnits;
@@ -93,8 +95,8 @@ struct Scheduler {
         const uint32_t first_n = band * kBandUnits;
         const uint32_t n_in_band = min(kBandUnits, kNumNUnits - first_n);
         const uint32_t in_band = unit - band * units_per_band;
-        m_block = (in_band / n_in_band) * kUnitM + (kUnitM > 1 ? rank : 0);
-        n_block = (first_n + in_band % n_in_band) * kUnitN + (kUnitN > 1 ? rank : 0);
+        m_block = in_band / n_in_band;
+        n_block = (first_n + in_band % n_in_band) * kUnitN + rank;
     }
 
     // Next tile of this CTA: returns false when there is none. `group` is the B/scale group.
