@@ -149,6 +149,34 @@ def test_a_pair_that_holds_all_of_m_shares_b_from_one_wave_at_long_k_only():
     assert select("fp8_gemm_nt", 257, 10240, 8192).num_tma_multicast == 1
 
 
+def test_two_64_row_m_blocks_in_one_wave_read_each_b_tile_on_adjacent_ctas():
+    # NOTES (bench/NOTES.md f4, f5): with m-fastest bands, 64x64 at 128x4096xK beat 128x32.
+    def tile(m, n, k, kind="fp8_gemm_nt", groups=1):
+        spec = select(kind, m, n, k, groups)
+        return spec.block_m, spec.block_n, spec.num_tma_multicast
+    assert tile(128, 4096, 7168) == (64, 64, 1)
+    assert tile(100, 3584, 18944) == (64, 56, 1)
+    # The rule needs exactly two m-blocks, one wave and the plain GEMM.
+    assert tile(129, 4096, 7168)[0] == 128                        # three 64-row m-blocks
+    assert tile(128, 7168, 16384)[0] == 128                       # 64x112 would be one wave,
+                                                                  # but the model keeps 128x64
+
+
+def test_the_two_m_block_rule_moves_only_one_wave_plain_gemms(monkeypatch):
+    # A factor near zero makes any tile the rule covers the pick: the plain GEMM's one-wave
+    # 64-row tiles over two m-blocks, and nothing of the grouped layouts or of other M.
+    def first(gemm_type, m, n, k, groups=1):
+        return hopper_fp8.ranked_tiles(gemm_type, m, n, k, groups, 132)[0]
+    cases = [("normal", 128, 7168, 16384), ("normal", 64, 4096, 7168),
+             ("normal", 129, 4096, 7168), ("normal", 128, 32768, 4096),
+             ("grouped_contiguous", 128, 4096, 7168), ("grouped_masked", 96, 4096, 7168, 2)]
+    before = [first(*case) for case in cases]
+    monkeypatch.setattr(hopper_fp8, "TWO_M_BLOCKS_FACTOR", 0.01)
+    after = [first(*case) for case in cases]
+    assert after[0][0] == 64 and after[0] != before[0]           # one wave: 64x112
+    assert after[1:] == before[1:]
+
+
 def test_masked_pick_does_not_hinge_on_expected_m_exactly():
     # expected_m is a hint; the pick is scored over 0.75..1.25 x of it, so nearby hints agree.
     picks = {select("m_grouped_fp8_gemm_nt_masked", m, 4096, 7168, num_groups=1).block_n

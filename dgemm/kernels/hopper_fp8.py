@@ -252,6 +252,8 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
 
 # Cycles of a 2-CTA cluster sharing B whose two m-blocks are all of M (ranked_tiles says why).
 PAIR_HOLDS_M_FACTOR = 0.96
+# Cycles of a one-wave grid of single 64-row tiles over exactly two m-blocks (ranked_tiles).
+TWO_M_BLOCKS_FACTOR = 0.75
 
 _selections = state.table("hopper_fp8.selections")
 _MAX_SELECTIONS = 16384
@@ -323,6 +325,17 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                 cycles *= 0.9
             if pair_holds_m:
                 cycles *= PAIR_HOLDS_M_FACTOR
+            # The plain GEMM's single 64-row tiles over two m-blocks (64 < M <= 128) in one
+            # wave: the scheduler's m-fastest bands put the two CTAs that read each B tile
+            # side by side, so B streams from HBM once at the pace of the one-wave small-M
+            # shapes, which the per-K-block fit (compute pace) does not describe. NOTES (f4,
+            # f5): 64x64 at 128x4096xK ran 2.5..9% faster than the pick 128x32; fitted on the
+            # fit part, where all four picks that 0.75 moves gained 2.5..13% and 0.7 moved
+            # three that lost 1..3%; the one holdout row it moves (96x4608x3584, 128x40 ->
+            # 64x72) lost 2.3% (1.059 -> 1.035 of DeepGEMM).
+            if (block_m == 64 and m_blocks == 2 and multicast == 1 and tiles <= num_sms
+                    and gemm_type == "normal"):
+                cycles *= TWO_M_BLOCKS_FACTOR
             # Rows of the last m-block past M that reach the SMs as TMA zero fill slow every
             # SM in the run, not only the tile's own (a shared cost, so not per wave): more
             # tiles in that m-block cost more. NOTES: at M = 16 the one-wave 64x16 tiles of
