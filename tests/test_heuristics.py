@@ -151,8 +151,8 @@ def test_a_pair_that_holds_all_of_m_shares_b_from_one_wave_at_long_k_only():
 
 def test_two_64_row_m_blocks_in_one_wave_read_each_b_tile_on_adjacent_ctas():
     # NOTES (bench/NOTES.md f4, f5): with m-fastest bands, 64x64 at 128x4096xK beat 128x32.
-    def tile(m, n, k, kind="fp8_gemm_nt", groups=1):
-        spec = select(kind, m, n, k, groups)
+    def tile(m, n, k):
+        spec = select("fp8_gemm_nt", m, n, k)
         return spec.block_m, spec.block_n, spec.num_tma_multicast
     assert tile(128, 4096, 7168) == (64, 64, 1)
     assert tile(100, 3584, 18944) == (64, 56, 1)
