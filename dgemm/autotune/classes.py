@@ -25,7 +25,7 @@ from ..utils import align
 
 # Bump when the way candidates are timed or chosen changes (autotune/timing.py, tuner.py), so
 # decisions made the old way are not reused.
-TIMING_METHOD = 5
+TIMING_METHOD = 6
 _CONTIGUOUS_BLOCK = 128            # rows of each group of the contiguous layout are padded to this
 
 

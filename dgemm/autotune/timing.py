@@ -5,18 +5,22 @@ of the class's representative size.
 
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
-warm up, then timed `repeats` times in interleaved rounds (candidate 1, 2, ..., 1, 2, ...) so a
-clock change touches them all alike; round r starts at launch r of the round (mod their
-count), so no candidate is always first. Each timed launch follows a write of twice the L2
-size, so no candidate reads operands another left in L2. A candidate's time is the mean of the
-middle half of its rounds, for the masked layout summed over its row-count draws
-(`classes.MASKED_DRAWS`). A candidate that cannot be loaded (compile error, a kernel missing
-under DGEMM_DISABLE_JIT) gets `inf`.
+warm up, then timed in interleaved rounds (candidate 1, 2, ..., 1, 2, ...) so a clock change
+touches them all alike; round r starts at candidate r (mod their count), so no candidate is
+always first. Each timed launch follows a write of twice the L2 size, so no candidate reads
+operands another left in L2. A candidate's time is the mean of the middle half of its rounds,
+for the masked layout summed over its row-count draws (`classes.MASKED_DRAWS`). A candidate
+that cannot be loaded (compile error, a kernel missing under DGEMM_DISABLE_JIT) gets `inf`.
 
 Two clocks:
 - `profiler=True` (a tuning step of its own: `tune_class`, so `dgemm-cache tune` and the
   benchmarks' --autotune): each kernel's own duration from the profiler's kernel records
-  (CUPTI), as the benchmarks take it (bench/timing.py).
+  (CUPTI), as the benchmarks take it (bench/timing.py): a round gives each candidate a burst
+  of one untimed and BURST timed launches (`repeats` // BURST rounds), as the benchmarks and
+  DeepGEMM's own time a kernel in back-to-back calls. NOTES: timed one launch each, after
+  another candidate, the widest-code tiles paid 1.5..6 us the benchmarks never see (128x96 at
+  384x4096x8192 read 6% slower than 192x64 and lost 6% to it in the same benchmark rounds;
+  bench/NOTES.md session 16 w14, session 27 g1).
 - otherwise (a class first met inside a running job, or where the profiler cannot run: a build
   without it, the caller's own session active): CUDA events around each launch, behind a spin
   kernel long enough for the host to enqueue the whole round (else the GPU would wait for each
@@ -83,13 +87,18 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
         for item in items:
             launch(item)                # warm-up: first-touch costs stay out of the figures
         torch.cuda.synchronize(device)
-        samples = _profiled(items, launch, flush, repeats, device) if profiler and items else None
+        samples = (_profiled(items, launch, flush, max(1, repeats // BURST), device)
+                   if profiler and items else None)
         if samples is None:
             samples = _event_timed(items, launch, flush, repeats, device)
     seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
     for (i, _), times in samples.items():
         seconds[i] += _middle_mean(times)
     return seconds
+
+
+# Timed launches per candidate and round of the profiled timer (after one untimed launch).
+BURST = 4
 
 
 def _rounds(items: list, repeats: int):
@@ -100,14 +109,16 @@ def _rounds(items: list, repeats: int):
         yield items[first:] + items[:first]
 
 
-def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
+def _profiled(items: list, launch, flush, rounds: int, device) -> dict:
     """{item: [kernel seconds per round]} from the profiler's kernel records (CUPTI), as the
     benchmarks time (bench/timing.py): each launch after an L2 flush, the kernel's own
-    duration. None when the profiler cannot run here (not built in, another session active)
-    or its records do not line up with the launches."""
+    duration; in each round an item's burst of 1 + BURST launches, the first untimed, gives
+    the mean of the others. None when the profiler cannot run here (not built in, another
+    session active) or its records do not line up with the launches."""
     if _profiler_running():
         return None                     # the caller's own session: leave it alone
-    order = [item for round_order in _rounds(items, repeats) for item in round_order]
+    order = [item for round_order in _rounds(items, rounds) for item in round_order
+             for _ in range(1 + BURST)]
     try:
         from torch.profiler import ProfilerActivity, profile
         session = profile(activities=[ProfilerActivity.CUDA])
@@ -134,8 +145,9 @@ def _profiled(items: list, launch, flush, repeats: int, device) -> dict:
                     "events", len(records), len(order))
         return None
     samples = {item: [] for item in items}
-    for item, (_, us) in zip(order, records):
-        samples[item].append(us / 1e6)
+    for burst in range(0, len(order), 1 + BURST):
+        timed = records[burst + 1:burst + 1 + BURST]      # the burst's first launch untimed
+        samples[order[burst]].append(sum(us for _, us in timed) / len(timed) / 1e6)
     return samples
 
 
