@@ -237,6 +237,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // however small the tile; two independent chains halve that on the latency-bound small-M
     // shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
+    // Tiles of few K blocks run one chain (warpgroup 0 takes every stage, warpgroup 1 only
+    // passes the B-scale slots on): the hand-over of partial sums is a fixed ~0.2..0.3 us per
+    // tile that the second chain does not win back. NOTES (g4, g5: same rounds, one chain
+    // against the pair): +0.5..9% at 2..8 K blocks a tile (7 of 8 shapes), -0.3..-2.6% at
+    // 12..56 (bench/NOTES.md session 27).
+    constexpr bool kOneChain = kSplitK and kNumKBlocks <= 8;
     static_assert(not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
                   "split-K tiles give each math warpgroup half of the stages: an even count");
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
@@ -689,7 +695,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // the stage count or the K blocks per tile were odd; a warpgroup then waited on a
             // stage two fills after the one it saw last, the parity wait passed one phase early,
             // and the kernel ended in "unspecified launch failure" (bench/NOTES.md v23).
-            auto owns = [&](uint32_t stage) { return not kSplitK or stage % 2 == math_wg; };
+            auto owns = [&](uint32_t stage) {
+                return not kSplitK or (kOneChain ? math_wg == 0 : stage % 2 == math_wg);
+            };
 
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
             // final += acc * scale_a(row) * scale_b(column block).
@@ -832,7 +840,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             if (idle)
                 return;                     // no row of this warpgroup is written
 
-            if constexpr (kSplitK) {
+            if constexpr (kSplitK and not kOneChain) {
                 // Warpgroup 1 hands its partial sums to warpgroup 0 through the (free) output
                 // staging buffer, half the fragment at a time, in fragment order: thread t of
                 // both warpgroups holds the same elements, so each access is conflict-free.
@@ -858,9 +866,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                             final_accum[half * kHalf + i] += exchange[i * 128 + t];
                     }
                 }
-                if (math_wg == 1)
-                    return;                 // warpgroup 0 writes the tile
             }
+            if (kSplitK and math_wg == 1)
+                return;                     // warpgroup 0 writes the tile
 
             // Each warpgroup stages its 64 rows at wg_smem_d (1024-byte aligned: 64 pitches).
             const uint32_t barrier_id = 1 + math_wg;
