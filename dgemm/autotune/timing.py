@@ -18,9 +18,9 @@ Two clocks:
   (CUPTI), as the benchmarks take it (bench/timing.py): a round gives each candidate a burst
   of one untimed and BURST timed launches (`repeats` // BURST rounds), as the benchmarks and
   DeepGEMM's own time a kernel in back-to-back calls. NOTES: timed one launch each, after
-  another candidate, the widest-code tiles paid 1.5..6 us the benchmarks never see (128x96 at
-  384x4096x8192 read 6% slower than 192x64 and lost 6% to it in the same benchmark rounds;
-  bench/NOTES.md session 16 w14, session 27 g1).
+  another candidate, the widest-code tiles paid 1.5..6 us the benchmarks never see: at
+  384x4096x8192 that timer chose 192x64 over 128x96, which then ran 6% faster than it in the
+  benchmark's rounds (bench/NOTES.md session 16 w14, session 27 g1).
 - otherwise (a class first met inside a running job, or where the profiler cannot run: a build
   without it, the caller's own session active): CUDA events around each launch, behind a spin
   kernel long enough for the host to enqueue the whole round (else the GPU would wait for each
