@@ -5,9 +5,10 @@
 Prints calc_diff for the dense calls; the sanitizer's ERROR SUMMARY is the result. Runs the
 heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles forced, alone
 and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair in two groups,
-a pair of a real and a padding block, and a lone last block), 64-row split-K tiles (a wide and a
-narrow one; K of 1, 2, 3, 4 and 8 blocks: their warpgroups own alternate stages, v23), and K-split
-pairs (dense calls with an even K block count: two CTAs per tile exchanging partial sums).
+a pair of a real and a padding block, and a lone last block), 64-row tiles (a wide and a narrow
+one; K of 1, 2, 3, 4 and 8 blocks run one chain, 9 and 56 a pair of chains on alternate stages,
+v23, whose partial sums meet in shared memory), and K-split pairs (dense calls with an even K block count: two CTAs per tile exchanging partial
+sums).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from dgemm import heuristics
 from .inputs import random_dense
 
 DENSE_SHAPES = [(1, 576, 128), (65, 2120, 256), (200, 100, 512), (129, 264, 384),
-                (300, 200, 1024)]
+                (300, 200, 1024), (100, 328, 1152), (70, 120, 7168)]
 # (block_m, block_n, cluster size, cluster shares A, k_split); None: the heuristic's pick.
 TILES = [None, (128, 256, 1, True, 1), (192, 128, 1, True, 1), (128, 256, 2, False, 1),
          (128, 192, 2, False, 1), (192, 128, 2, True, 1), (64, 160, 1, True, 1),
