@@ -1,4 +1,4 @@
-"""Small dense, masked and contiguous calls for compute-sanitizer (memcheck, racecheck):
+"""Small dense, masked and contiguous calls for compute-sanitizer (memcheck, synccheck):
 
     compute-sanitizer --tool memcheck --report-api-errors no python -m bench.sanitizer_smoke
 
@@ -7,8 +7,12 @@ heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles f
 and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair in two groups,
 a pair of a real and a padding block, and a lone last block), 64-row tiles (a wide and a narrow
 one; K of 1, 2, 3, 4 and 8 blocks run one chain, 9 and 56 a pair of chains on alternate stages,
-v23, whose partial sums meet in shared memory), and K-split pairs (dense calls with an even K block count: two CTAs per tile exchanging partial
-sums).
+v23, whose partial sums meet in shared memory), and K-split pairs (dense calls with an even K
+block count: two CTAs per tile exchanging partial sums).
+
+racecheck also reports the in-place A-scale loader's cp.async writes against the math
+warpgroups' scale reads on every tile: an mbarrier orders them (cp.async.mbarrier.arrive), which
+racecheck does not follow (bench/NOTES.md, session 28). memcheck and synccheck are the checks.
 """
 from __future__ import annotations
 
