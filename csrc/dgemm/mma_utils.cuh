@@ -47,4 +47,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return out;
 }
 
+// stmatrix .x4: four 8x8 bf16 matrices from the WGMMA accumulator fragment to shared memory.
+// Register j of lane l holds row l / 4, columns 2 * (l % 4) + {0, 1} of matrix j (as
+// pack_bf16x2 makes it); lanes 8j..8j+7 give the addresses of matrix j's eight 16-byte rows.
+// NOTES: against one 32-bit store per register pair, +1.7..2.6% on 192x128 tiles
+// (bench/NOTES.md session 29, i2, i3).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
 }  // namespace dgemm
