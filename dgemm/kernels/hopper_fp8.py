@@ -253,9 +253,9 @@ def cluster_unit(multicast: int, on_a: bool) -> tuple:
 # Cycles of a 2-CTA cluster sharing B whose two m-blocks are all of M (ranked_tiles says why).
 PAIR_HOLDS_M_FACTOR = 0.96
 # Cycles of a 192-row tile whose epilogue stages D for TMA stores (N % 8 == 0). NOTES (session
-# 29, i2..i4): staged with stmatrix, 192x128 ran 1.7..2.6% faster (128x256 unchanged), and 3..6%
-# faster than 128x256 sharing B on the many-wave rows where the model had preferred the latter
-# by ~1%.
+# 29, i2..i5): staged with stmatrix, 192x128 ran 1.7..2.6% faster (128x256 unchanged), and
+# 2.8..4.4% faster than the pick 128x256 sharing B on many-wave rows the model had rated ~1% the
+# other way; of the 11 broad-suite picks this factor moves, 8 gained and 3 lost (i5).
 STMATRIX_192_FACTOR = 0.98
 # Cycles of a one-wave grid of single 64-row tiles over exactly two m-blocks (ranked_tiles).
 TWO_M_BLOCKS_FACTOR = 0.75
