@@ -975,8 +975,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 release_staging();
                 return;
             }
-            // Registers -> padded smem -> coalesced global stores with per-row checks. (32-bit
-            // stores: stmatrix here read 0.3..0.6% slower on all six padded-path rows of i3.)
+            // Registers -> padded smem -> coalesced global stores with per-row checks, 32 bits
+            // at a time. NOTES: stmatrix here read 0.3..0.6% slower on all six padded-path rows
+            // measured (bench/NOTES.md session 29, i3).
             {
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t col_bytes = (lane_idx % 4) * 4;
