@@ -137,7 +137,10 @@ def base_spec(m: int, n: int, k: int, groups: int):
     return select("fp8_gemm_nt", m, n, k, num_sms=dgemm.get_num_sms())
 
 
-def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool, groups: int = 0):
+def prepare(m: int, n: int, k: int, configs, groups: int = 0):
+    """(fns, rows, flops): one call per implementation on shared inputs (cuBLAS-blk where it
+    takes the shape, DeepGEMM where it imports, then each config), each already run once and
+    its calc_diff in rows[name]["diff"]."""
     from dgemm.kernels import hopper_fp8
 
     fns, rows = {}, {}
@@ -175,6 +178,11 @@ def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool, groups: 
         fn()
         rows[text] = {"diff": check(d)}
         fns[text] = fn
+    return fns, rows, flops
+
+
+def compare(m: int, n: int, k: int, configs, rounds: int, clocks: bool, groups: int = 0):
+    fns, rows, flops = prepare(m, n, k, configs, groups)
     samples = interleaved_samples(fns, rounds)
     out = {}
     for name, times in samples.items():

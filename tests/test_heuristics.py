@@ -118,10 +118,20 @@ def test_clusters_share_the_operand_measured_best_and_never_in_masked_gemms():
 def test_contiguous_long_k_shapes_share_b_and_short_k_ones_do_not():
     # NOTES (bench/NOTES.md q5): the contiguous layout takes the plain GEMM's cost model.
     long_k = select("m_grouped_fp8_gemm_nt_contiguous", 8192, 4096, 7168, 4)
-    assert (long_k.block_m, long_k.block_n, long_k.num_tma_multicast,
-            long_k.multicast_on_a) == (128, 256, 2, False)
+    assert (long_k.block_m, long_k.num_tma_multicast, long_k.multicast_on_a) == (128, 2, False)
     assert select("m_grouped_fp8_gemm_nt_contiguous", 8192, 7168, 2048, 4).num_tma_multicast == 1
     assert select("m_grouped_fp8_gemm_nt_masked", 256, 4096, 7168, 32).num_tma_multicast == 1
+
+
+@pytest.mark.parametrize("rows_per_group", [256, 384, 512, 2048])
+def test_contiguous_groups_of_many_rows_take_192_column_tiles_and_small_groups_256(
+        rows_per_group):
+    # NOTES (bench/NOTES.md session 30, j4): 128x192 beat 128x256 where groups average 512
+    # rows or more, 128x256 won with groups of a few m-blocks.
+    groups = 32768 // rows_per_group
+    spec = select("m_grouped_fp8_gemm_nt_contiguous", 32768, 4096, 7168, groups)
+    long_groups = rows_per_group >= hopper_fp8.CONTIGUOUS_LONG_GROUP_ROWS
+    assert (spec.block_m, spec.block_n) == ((128, 192) if long_groups else (128, 256))
 
 
 def test_long_k_large_shapes_use_clusters_and_short_k_or_one_wave_shapes_do_not():

@@ -257,8 +257,19 @@ PAIR_HOLDS_M_FACTOR = 0.96
 # 2.8..4.4% faster than the pick 128x256 sharing B on many-wave rows the model had rated ~1% the
 # other way; of the 11 broad-suite picks this factor moves, 8 gained and 3 lost (i5).
 STMATRIX_192_FACTOR = 0.98
+# Cycles of a 192-row tile in the masked layout (ranked_tiles says why). NOTES (session 30, j6:
+# every masked row swept again on the current kernel): 0.85 and 0.9 tie on the fit part.
+MASKED_192_FACTOR = 0.9
 # Cycles of a one-wave grid of single 64-row tiles over exactly two m-blocks (ranked_tiles).
 TWO_M_BLOCKS_FACTOR = 0.75
+# Cycles of a 128x192 tile in the contiguous layout when its groups average at least
+# CONTIGUOUS_LONG_GROUP_ROWS rows. NOTES (session 30, j3, j4): there 128x192 (sharing B at long
+# K) ran 0..13% faster than the pick 128x256 on 12 of the 13 fit rows, the model having rated it
+# 8..18% slower; with at most ~350 rows a group 128x256 stayed faster by 1..8% (each group two
+# or three m-blocks, the last partly padding). Fitted on the fit part: the picks' time over the
+# best timed tile 0.972 -> 0.988 (holdout 0.977 -> 0.994).
+CONTIGUOUS_192_FACTOR = 0.85
+CONTIGUOUS_LONG_GROUP_ROWS = 512
 
 _selections = state.table("hopper_fp8.selections")
 _MAX_SELECTIONS = 16384
@@ -327,9 +338,12 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                 # their WGMMAs (v13), which spares 192-row tiles (three warpgroups) the most.
                 # NOTES (v25 sweep): fitted on the broad suite's masked fit part, 0.9 took the
                 # picks from 0.971 to 0.992 of the best timed tile (holdout 0.940 -> 0.978).
-                cycles *= 0.9
+                cycles *= MASKED_192_FACTOR
             if pair_holds_m:
                 cycles *= PAIR_HOLDS_M_FACTOR
+            if (gemm_type == "grouped_contiguous" and block_n == 192
+                    and m >= CONTIGUOUS_LONG_GROUP_ROWS * num_groups):
+                cycles *= CONTIGUOUS_192_FACTOR
             # The plain GEMM's single 64-row tiles over two m-blocks (64 < M <= 128) in one
             # wave: the scheduler's m-fastest bands put the two CTAs that read each B tile
             # side by side, so B streams from HBM once at the pace of the one-wave small-M
