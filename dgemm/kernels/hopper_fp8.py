@@ -265,7 +265,7 @@ TWO_M_BLOCKS_FACTOR = 0.75
 # Cycles of a 128x192 tile in the contiguous layout when its groups average at least
 # CONTIGUOUS_LONG_GROUP_ROWS rows. NOTES (session 30, j3, j4): there 128x192 (sharing B at long
 # K) ran 0..13% faster than the pick 128x256 on 12 of the 13 fit rows, the model having rated it
-# 8..18% slower; with at most ~350 rows a group 128x256 stayed faster by 1..8% (each group two
+# 8..20% slower; with at most ~350 rows a group 128x256 stayed faster by 1..8% (each group two
 # or three m-blocks, the last partly padding). Fitted on the fit part: the picks' time over the
 # best timed tile 0.972 -> 0.988 (holdout 0.977 -> 0.994).
 CONTIGUOUS_192_FACTOR = 0.85
