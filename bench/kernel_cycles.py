@@ -55,6 +55,14 @@ def _profiled_run(labels_path: pathlib.Path, args) -> None:
     labels_path.write_text(json.dumps(labels))
 
 
+def _shape(text: str) -> str:
+    """argparse type: 'M,N,K' of positive integers (kept as text for the profiled run)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected M,N,K, e.g. 4096,7168,2048")
+    return text
+
+
 def _ncu_rows(log: str) -> list:
     """(kernel name, cycles) of each profiled launch, in launch order, from ncu's CSV."""
     start = log.find('"ID"')
@@ -67,7 +75,8 @@ def _ncu_rows(log: str) -> list:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", action="append", required=True, help="M,N,K (repeatable)")
+    parser.add_argument("--shape", action="append", required=True, type=_shape,
+                        help="M,N,K (repeatable)")
     parser.add_argument("--config", action="append", required=True,
                         help="BMxBN[xSTAGES][/mc2a|/mc2b|/ks2][@CSRC_DIR] or 'heuristic'")
     parser.add_argument("--groups", type=int, default=0,
@@ -97,9 +106,17 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
         labels = json.loads(labels_path.read_text())
-        launches = _ncu_rows(log_path.read_text())
-    if len(launches) != len(labels):
-        print(f"kernel_cycles: {len(launches)} profiled launches for {len(labels)} calls",
+        try:
+            launches = _ncu_rows(log_path.read_text())
+        except RuntimeError as err:
+            print(err, file=sys.stderr)
+            return 1
+    # Launches pair with calls by order: each must be the implementation its label names.
+    if len(launches) != len(labels) or any(
+            ("1d2d" in kernel) != (label["name"] == "DeepGEMM")
+            for label, (kernel, _) in zip(labels, launches)):
+        print(f"kernel_cycles: the {len(launches)} profiled launches do not match the "
+              f"{len(labels)} calls made (another kernel matched {KERNELS!r}?)",
               file=sys.stderr)
         return 1
     results = {}

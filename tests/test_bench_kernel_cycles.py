@@ -32,3 +32,10 @@ def test_without_a_gpu_it_says_so_and_exits_2(capsys, monkeypatch):
     monkeypatch.delenv(kernel_cycles._CHILD, raising=False)
     assert kernel_cycles.main(["--shape", "128,4096,7168", "--config", "heuristic"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_a_malformed_shape_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        kernel_cycles.main(["--shape", "4096x7168", "--config", "heuristic"])
+    assert exit_info.value.code == 2
+    assert "expected M,N,K" in capsys.readouterr().err
