@@ -257,9 +257,11 @@ PAIR_HOLDS_M_FACTOR = 0.96
 # 2.8..4.4% faster than the pick 128x256 sharing B on many-wave rows the model had rated ~1% the
 # other way; of the 11 broad-suite picks this factor moves, 8 gained and 3 lost (i5).
 STMATRIX_192_FACTOR = 0.98
-# Cycles of a 192-row tile in the masked layout (ranked_tiles says why). NOTES (session 30, j6:
-# every masked row swept again on the current kernel): 0.85 and 0.9 tie on the fit part.
-MASKED_192_FACTOR = 0.9
+# Cycles of a 160- or 192-wide 128-row tile in the masked layout. NOTES (session 31, on j6's
+# sweep of every masked row): over the rows with full groups, per wave and output element these
+# ran 1.06 (160) and 1.02 (192) x 192x128, the model says 1.165 for both; 0.92 fitted on the
+# fit part (0.89..0.93 give the same picks).
+MASKED_WIDE_FACTOR = 0.92
 # Cycles of a one-wave grid of single 64-row tiles over exactly two m-blocks (ranked_tiles).
 TWO_M_BLOCKS_FACTOR = 0.75
 # Cycles of a 128x192 tile in the contiguous layout when its groups average at least
@@ -293,10 +295,10 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     """Every (block_m, block_n, num_tma_multicast) the cost model allows for this call, best
     first; `select` takes the first. Benchmarks time the next few to check the model."""
     # The masked layout's m is only a hint (expected rows per group; the real counts live on
-    # the device): score it over a spread of row counts so that a tile count that just fits
-    # one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles picked for
-    # expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the benchmark's
-    # 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
+    # the device): score it over a spread of row counts (masked_waves) so that a tile count
+    # that just fits one more wave at exactly expected_m does not decide. NOTES: 128x256 tiles
+    # picked for expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the
+    # benchmark's 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
     spread = gemm_type == "grouped_masked"
     row_counts = (max(1, m * 3 // 4), m, m * 5 // 4)
     groups = num_groups if spread else 1
@@ -327,18 +329,13 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                 continue
             waves = -(-tiles // num_sms)
             last_wave = tiles - (waves - 1) * num_sms
-            if spread:      # the mean over the row counts
-                waves = sum(ceil_div(ceil_div(ceil_div(rows, block_m), unit_m) * unit_m *
-                                     groups * n_tiles, num_sms) for rows in row_counts) / 3
+            if spread:
+                waves = masked_waves(m, groups, block_m, n_tiles, num_sms)
             # The slowest SM sets the time: waves x cycles per tile. Then prefer a full last
             # wave, less wasted area beyond N, the larger tile (better reuse).
             cycles = cycles_full if tiles >= num_sms else cycles_part
-            if spread and block_m == 192:
-                # A masked group's last m-block is partly empty and its idle warpgroups skip
-                # their WGMMAs (v13), which spares 192-row tiles (three warpgroups) the most.
-                # NOTES (v25 sweep): fitted on the broad suite's masked fit part, 0.9 took the
-                # picks from 0.971 to 0.992 of the best timed tile (holdout 0.940 -> 0.978).
-                cycles *= MASKED_192_FACTOR
+            if spread and block_m == 128 and 160 <= block_n <= 192:
+                cycles *= MASKED_WIDE_FACTOR
             if pair_holds_m:
                 cycles *= PAIR_HOLDS_M_FACTOR
             if (gemm_type == "grouped_contiguous" and block_n == 192
@@ -369,6 +366,74 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
                            len(ranked), (block_m, block_n, multicast)))
     ranked.sort()             # ties keep the offering order (the index)
     return [tile for _, _, tile in ranked]
+
+
+# The masked layout's rows per group, as a fraction of expected_m, that the cost model assumes:
+# each group independently uniform over this range (the benchmarks draw the same; ranked_tiles).
+MASKED_ROW_SPREAD = (0.7, 1.3)
+
+
+# Share of a tile's cycles that a masked group's partly filled last m-block pays whatever its
+# rows: the rest scales with the 64-row warpgroups that have rows (idle ones skip their WGMMAs,
+# v13). NOTES (session 31, j6): groups of 6..48 rows (one warpgroup busy) ran 128x128 and
+# 192x128 tiles in about the same time, which this share predicts at ~0.2.
+MASKED_TILE_FIXED = 0.2
+
+
+@functools.lru_cache(maxsize=1024)
+def _masked_m_blocks(expected_m: int, groups: int, block_m: int) -> tuple:
+    """(((m-blocks of all groups together, probability), ...), mean work of a tile relative to
+    a full one), every group's rows drawn independently from MASKED_ROW_SPREAD x expected_m.
+    The sum is exact up to 16 groups, a normal approximation beyond (cheap for 128 groups)."""
+    lo = max(1, int(expected_m * MASKED_ROW_SPREAD[0]))
+    hi = max(lo, int(expected_m * MASKED_ROW_SPREAD[1]))
+    one, work = {}, 0.0
+    for rows in range(lo, hi + 1):     # at most ~0.6 x expected_m values
+        blocks = -(-rows // block_m)
+        one[blocks] = one.get(blocks, 0) + 1
+        last = rows - (blocks - 1) * block_m
+        work += MASKED_TILE_FIXED + (1 - MASKED_TILE_FIXED) * (-(-last // 64) * 64 / block_m)
+    count = hi - lo + 1
+    one = {b: c / count for b, c in one.items()}
+    fill = work / count
+    if groups <= 16:
+        total = {0: 1.0}
+        for _ in range(groups):
+            step = {}
+            for s, p in total.items():
+                for b, q in one.items():
+                    step[s + b] = step.get(s + b, 0.0) + p * q
+            total = step
+        return tuple(total.items()), fill
+    mean = sum(b * q for b, q in one.items())
+    sd = math.sqrt(max(0.0, sum(b * b * q for b, q in one.items()) - mean * mean) * groups)
+    mean *= groups
+    if sd < 0.5:
+        return ((round(mean), 1.0),), fill
+    cdf = lambda x: 0.5 * (1.0 + math.erf((x - mean) / (sd * math.sqrt(2.0))))
+    points = range(max(0, math.floor(mean - 4 * sd)), math.ceil(mean + 4 * sd) + 1)
+    dist = [(s, cdf(s + 0.5) - cdf(s - 0.5)) for s in points]
+    norm = sum(p for _, p in dist)     # what lies beyond 4 sd
+    return tuple((s, p / norm) for s, p in dist), fill
+
+
+def masked_waves(expected_m: int, groups: int, block_m: int, n_tiles: int, num_sms: int) -> float:
+    """Expected waves of the masked layout's tiles, counted in full tiles. The scheduler walks
+    the groups' real m-blocks one after the other (csrc/dgemm/scheduler.cuh), so the waves
+    follow the sum over the groups, whose spread is far narrower than one group's. NOTES
+    (session 31): before, every group was scored at the same 0.75 / 1 / 1.25 x expected_m,
+    with 192-row tiles x 0.9 for their idle warpgroups; on 30 shapes no suite holds that this
+    model picks differently, its picks ran 1.072x faster (geomean; 27 faster, k1)."""
+    dist, fill = _masked_m_blocks(expected_m, groups, block_m)
+    total = 0.0
+    for blocks, p in dist:
+        waves = -(-blocks * n_tiles // num_sms)
+        # Each group has one last, partly filled m-block; the others are full. The slowest SM
+        # holds its share of the full tiles (spread evenly), the rest of its waves are last
+        # m-blocks.
+        full = min(waves, -(-(blocks - groups) * n_tiles // num_sms))
+        total += p * (full + (waves - full) * fill)
+    return total
 
 
 @functools.lru_cache(maxsize=4096)
