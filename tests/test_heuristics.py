@@ -215,10 +215,12 @@ def _drawn_masked_waves(expected_m, groups, block_m, n_tiles, num_sms, draws=400
 
 @pytest.mark.parametrize("expected_m,groups,block_m,n_tiles", [
     (256, 8, 192, 32), (256, 8, 128, 26), (1024, 1, 128, 32), (64, 32, 128, 16),
-    (128, 16, 192, 56), (128, 17, 192, 56), (192, 64, 128, 20), (8, 128, 64, 32)])
+    (128, 16, 192, 56), (128, 17, 192, 56), (192, 64, 128, 20), (8, 128, 64, 32),
+    (1024, 4, 64, 20), (1024, 8, 64, 20), (4096, 16, 128, 7)])
 def test_masked_waves_follow_the_sum_over_independently_drawn_groups(
         expected_m, groups, block_m, n_tiles):
-    # Exact up to 16 groups, a normal approximation beyond: both agree with sampling.
+    # Exact for few groups and few m-block counts, a normal approximation beyond: both agree
+    # with sampling.
     expected = _drawn_masked_waves(expected_m, groups, block_m, n_tiles, 132)
     assert hopper_fp8.masked_waves(expected_m, groups, block_m, n_tiles, 132) == pytest.approx(
         expected, rel=0.02)

@@ -384,7 +384,8 @@ MASKED_TILE_FIXED = 0.2
 def _masked_m_blocks(expected_m: int, groups: int, block_m: int) -> tuple:
     """(((m-blocks of all groups together, probability), ...), mean work of a tile relative to
     a full one), every group's rows drawn independently from MASKED_ROW_SPREAD x expected_m.
-    The sum is exact up to 16 groups, a normal approximation beyond (cheap for 128 groups)."""
+    The sum is exact while groups x (values of one group's m-blocks) <= 64, a normal
+    approximation beyond (cheap for 128 groups or a large expected_m)."""
     lo = max(1, int(expected_m * MASKED_ROW_SPREAD[0]))
     hi = max(lo, int(expected_m * MASKED_ROW_SPREAD[1]))
     one, work = {}, 0.0
@@ -396,7 +397,9 @@ def _masked_m_blocks(expected_m: int, groups: int, block_m: int) -> tuple:
     count = hi - lo + 1
     one = {b: c / count for b, c in one.items()}
     fill = work / count
-    if groups <= 16:
+    if groups == 1:
+        return tuple(one.items()), fill
+    if groups * len(one) <= 64:         # the convolution's cost grows as their square
         total = {0: 1.0}
         for _ in range(groups):
             step = {}
