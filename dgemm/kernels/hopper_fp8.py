@@ -260,7 +260,7 @@ STMATRIX_192_FACTOR = 0.98
 # Cycles of a 160- or 192-wide 128-row tile in the masked layout. NOTES (session 31, on j6's
 # sweep of every masked row): over the rows with full groups, per wave and output element these
 # ran 1.06 (160) and 1.02 (192) x 192x128, the model says 1.165 for both; 0.92 fitted on the
-# fit part (0.89..0.93 give the same picks).
+# fit part (0.91..0.93 score the same; 0.94 loses two of its rows, <= 0.90 moves holdout rows).
 MASKED_WIDE_FACTOR = 0.92
 # Cycles of a one-wave grid of single 64-row tiles over exactly two m-blocks (ranked_tiles).
 TWO_M_BLOCKS_FACTOR = 0.75
