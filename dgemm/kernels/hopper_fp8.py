@@ -300,14 +300,14 @@ def ranked_tiles(gemm_type: str, m: int, n: int, k: int, num_groups: int,
     # picked for expected_m = 1024 fit 128 SMs at 1024 rows but took two waves at the
     # benchmark's 0.7..1.3 x spread (0.93x of DeepGEMM, v12).
     spread = gemm_type == "grouped_masked"
-    row_counts = (max(1, m * 3 // 4), m, m * 5 // 4)
     groups = num_groups if spread else 1
     k_blocks = ceil_div(k, BLOCK_K)
     # 192-row tiles would straddle the contiguous layout's 128-row group padding. A masked
-    # group may hold more rows than expected_m, so its taller tiles compete from the spread's
-    # largest count on. NOTES (v25 probe): at expected_m = 64 (groups of 45..82 rows) 128-row
-    # tiles ran 1.2..1.4x faster than the 64-row ones, which split most groups in two.
-    tallest = row_counts[-1] if spread else m
+    # group may hold more rows than expected_m, so its taller tiles compete from 1.25 x
+    # expected_m on (the model's spread before session 31; kept, as moving it moves picks
+    # unmeasured). NOTES (v25 probe): at expected_m = 64 (groups of 45..82 rows) 128-row tiles
+    # ran 1.2..1.4x faster than the 64-row ones, which split most groups in two.
+    tallest = m * 5 // 4 if spread else m
     block_ms = (64,) if tallest <= 64 else (64, 128) if gemm_type == "grouped_contiguous" else (
         (64, 128, 192) if tallest > 128 else (64, 128))
     ranked = []
