@@ -268,6 +268,15 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // 0.914 vs 0.942 (128x4096x7168), the 128x256 contiguous tile 0.953 vs 0.991 (the laps'
     // code: ~200..900 instructions more).
     constexpr bool kProducerLaps = BLOCK_M * BLOCK_N <= 64 * 32;
+    // Plain GEMM, one CTA per tile: the thread that initialises the barriers issues the loads
+    // of its first tile's first stages at once, before the CTA-wide barrier and before the
+    // producer warp reaches its own loop (whose first lap then starts past them). NOTES: the
+    // producer's first load left ~2.3k cycles after the CTA's entry, DeepGEMM's ~1.0k; on the
+    // one-wave small-M rows every cycle before the first load is a cycle of the whole call
+    // (per-CTA event clocks, bench/NOTES.md session 32).
+    constexpr uint32_t kNumEarlyStages =
+        kGemmType == GemmType::Normal and kNumTMAMulticast * kNumKSplit == 1 and
+        not kProducerLaps ? (kNumKBlocks < 2 ? kNumKBlocks : 2) : 0;
     constexpr uint32_t kNumScalesBPerTile = kNumKBlocks * (kUniformScaleB ? 1 : 2);
     // B scales each loader lane holds in registers per chunk (one global round trip per chunk
     // of 32 * kScalesBPerLane K blocks; the producer warpgroup has 40 registers).
@@ -339,6 +348,31 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         }
         fence_view_async_shared();
         fence_barrier_init();
+        if constexpr (kNumEarlyStages > 0) {
+            uint32_t m0, n0, g0;
+            auto first = Scheduler<kGemmType, SHAPE_N, BLOCK_M, BLOCK_N, kNumGroups,
+                                   kNumTMAMulticast, kIsTMAMulticastOnA, kNumKSplit>(
+                shape_m, grouped_layout);
+            if (first.next(m0, n0, g0)) {
+                const uint32_t tail_rows = fp8_gemm_a_tail_rows(true, false, shape_m, BLOCK_M);
+                const bool tail = tail_rows != BLOCK_M and m0 == (shape_m - 1) / BLOCK_M;
+                const uint32_t bytes = kStageBytes - (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u) -
+                                       (sa_in_place ? SMEM_SCALES_A_SIZE_PER_STAGE : 0u);
+                #pragma unroll
+                for (uint32_t s = 0; s < kNumEarlyStages; ++s) {
+                    const int32_t k = static_cast<int32_t>(s * BLOCK_K);
+                    full_barriers[s].arrive_expect_tx(bytes);
+                    tma_load_2d(tail ? &tma_a_tail : &tma_a, full_barriers + s,
+                                smem_a + s * SMEM_A_SIZE_PER_STAGE, k,
+                                static_cast<int32_t>(m0 * BLOCK_M));
+                    tma_load_2d(&tma_b, full_barriers + s, smem_b + s * SMEM_B_SIZE_PER_STAGE, k,
+                                static_cast<int32_t>(n0 * BLOCK_N));
+                    if (not sa_in_place)
+                        tma_load_2d(&tma_scales_a, full_barriers + s, smem_scales_a + s * BLOCK_M,
+                                    static_cast<int32_t>(m0 * BLOCK_M), static_cast<int32_t>(s));
+                }
+            }
+        }
     }
     // The peer CTA multicasts into our shared memory: its barriers must be initialised too.
     if constexpr (kNumTMAMulticast * kNumKSplit > 1)
@@ -390,7 +424,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         // per K block against DeepGEMM's ~29), and the producer set the pace of the 64-row
         // split-K tiles (full-barrier waits polled 1.18 times each).
         if (warp_idx == 0) {
-            uint32_t stage = 0, phase = 0;   // phase flips at every wrap of the ring
+            // phase flips at every wrap of the ring; the first tile's early stages are issued.
+            uint32_t stage = kNumEarlyStages % kNumStages;
+            uint32_t phase = kNumEarlyStages == kNumStages ? 1 : 0;
+            [[maybe_unused]] uint32_t k_start = kNumEarlyStages;
             const uint32_t tail_rows = fp8_gemm_a_tail_rows(
                 kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
                 shape_m, BLOCK_M);
@@ -484,11 +521,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 if constexpr (not kProducerLaps) {
                     // One K block at a time: the producer runs ahead of the math warpgroups.
                     #pragma unroll 1
-                    for (uint32_t k_block = 0; k_block < kNumKBlocks; ++k_block) {
+                    for (uint32_t k_block = k_start; k_block < kNumKBlocks; ++k_block) {
                         produce(stage, k_block, nullptr, Constant<0>{});
                         if (++stage == kNumStages)
                             stage = 0, phase ^= 1;
                     }
+                    k_start = 0;
                 } else {
                     // The ring in laps of kNumStages slots, each lap unrolled, walked as the
                     // math warpgroups walk it: a tile that does not start at stage 0 enters its
