@@ -269,11 +269,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // code: ~200..900 instructions more).
     constexpr bool kProducerLaps = BLOCK_M * BLOCK_N <= 64 * 32;
     // Plain GEMM, one CTA per tile: the thread that initialises the barriers issues the loads
-    // of its first tile's first stages at once, before the CTA-wide barrier and before the
-    // producer warp reaches its own loop (whose first lap then starts past them). NOTES: the
-    // producer's first load left ~2.3k cycles after the CTA's entry, DeepGEMM's ~1.0k; on the
-    // one-wave small-M rows every cycle before the first load is a cycle of the whole call
-    // (per-CTA event clocks, bench/NOTES.md session 32).
+    // of its first tile's first two stages at once, before the CTA-wide barrier and before the
+    // producer warp reaches its own loop (whose first lap then starts past them). NOTES
+    // (per-CTA event clocks, bench/NOTES.md session 32): the producer's first load left ~1.5k
+    // cycles after the CTA's entry, DeepGEMM's ~1.0k, and on the one-wave small-M rows each
+    // cycle before it is a cycle of the whole call: 4..8% fewer SM cycles there. The whole
+    // ring issued this way was worse: the B-scale loads queued behind it.
     constexpr uint32_t kNumEarlyStages =
         kGemmType == GemmType::Normal and kNumTMAMulticast * kNumKSplit == 1 and
         not kProducerLaps ? (kNumKBlocks < 2 ? kNumKBlocks : 2) : 0;
