@@ -323,6 +323,20 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     const uint32_t warp_idx = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
     const uint32_t lane_idx = lane_index();
 
+    // The last m-block of a plain GEMM loads only its real rows of A (see
+    // fp8_gemm_a_tail_rows): whether a tile's m-block is that tail, and the bytes each of its
+    // stages receives (A's scales arrive through the loader warp's cp.async when in place).
+    const uint32_t tail_rows = fp8_gemm_a_tail_rows(
+        kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1, shape_m,
+        BLOCK_M);
+    auto is_a_tail = [&](uint32_t m_block) {
+        return tail_rows != BLOCK_M and m_block == (shape_m - 1) / BLOCK_M;
+    };
+    auto stage_bytes_of = [&](bool tail) -> uint32_t {
+        return kStageBytes - (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u) -
+               (sa_in_place ? SMEM_SCALES_A_SIZE_PER_STAGE : 0u);
+    };
+
     // ---- Descriptor prefetch and barrier init -------------------------------------------
     if (threadIdx.x == 0) {
         tma_prefetch_descriptor(&tma_a);
@@ -355,10 +369,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                                    kNumTMAMulticast, kIsTMAMulticastOnA, kNumKSplit>(
                 shape_m, grouped_layout);
             if (first.next(m0, n0, g0)) {
-                const uint32_t tail_rows = fp8_gemm_a_tail_rows(true, false, shape_m, BLOCK_M);
-                const bool tail = tail_rows != BLOCK_M and m0 == (shape_m - 1) / BLOCK_M;
-                const uint32_t bytes = kStageBytes - (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u) -
-                                       (sa_in_place ? SMEM_SCALES_A_SIZE_PER_STAGE : 0u);
+                const bool tail = is_a_tail(m0);
+                const uint32_t bytes = stage_bytes_of(tail);
                 #pragma unroll
                 for (uint32_t s = 0; s < kNumEarlyStages; ++s) {
                     const int32_t k = static_cast<int32_t>(s * BLOCK_K);
@@ -429,10 +441,6 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             uint32_t stage = kNumEarlyStages % kNumStages;
             uint32_t phase = kNumEarlyStages == kNumStages ? 1 : 0;
             [[maybe_unused]] uint32_t k_start = kNumEarlyStages;
-            const uint32_t tail_rows = fp8_gemm_a_tail_rows(
-                kGemmType == GemmType::Normal, kIsTMAMulticastOnA and kNumTMAMulticast > 1,
-                shape_m, BLOCK_M);
-            const uint32_t last_m_block = (shape_m - 1) / BLOCK_M;
             // The next tile: the scheduler's (plain GEMM), or the staged one. NOTES: reading
             // the group indices itself, the producer left a ~1 us gap in a 3-stage ring at
             // every tile (bench/NOTES.md r2).
@@ -452,13 +460,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
             };
             while (next_tile()) {
-                // The last m-block loads only its real rows of A (see fp8_gemm_a_tail_rows);
-                // the bytes each of its stages receives follow.
-                const bool tail = tail_rows != BLOCK_M and m_block == last_m_block;
+                const bool tail = is_a_tail(m_block);
                 const TmaDescriptor* desc_a = tail ? &tma_a_tail : &tma_a;
-                const uint32_t stage_bytes = kStageBytes -
-                    (tail ? (BLOCK_M - tail_rows) * BLOCK_K : 0u) -
-                    (sa_in_place ? SMEM_SCALES_A_SIZE_PER_STAGE : 0u);
+                const uint32_t stage_bytes = stage_bytes_of(tail);
                 const int32_t a_row = static_cast<int32_t>(scheduler.global_row(m_block, group));
                 const int32_t b_row = static_cast<int32_t>(
                     (kGemmType == GemmType::Normal ? 0 : group * SHAPE_N) + n_block * BLOCK_N);
