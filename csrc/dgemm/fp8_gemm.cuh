@@ -231,18 +231,27 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     static_assert(kSmem.a == SMEM_D_SIZE and kSmem.total <= 232448,
                   "the output tile heads shared memory; all of it fits one sm_90 CTA");
 
-    // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, two
-    // split its K blocks (those of the even / odd stages) and add their partial sums at the
-    // end. NOTES: one warpgroup's issue -> wait -> promote chain costs ~450 clk per K block
-    // however small the tile; two independent chains halve that on the latency-bound small-M
-    // shapes.
+    // The math warpgroups either split the tile's rows (64 each) or, for 64-row tiles, run
+    // one of two kinds of chain over its K blocks: warpgroup 0 alone, pipelined (below), or a
+    // pair that splits them (those of the even / odd stages) and adds its partial sums at the
+    // end. NOTES: one warpgroup's issue -> wait -> promote chain costs ~400..450 clk per K
+    // block however small the tile; two independent chains halve that on the latency-bound
+    // small-M shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
     // Tiles of few K blocks run one chain (warpgroup 0 takes every stage, warpgroup 1 only
     // passes the B-scale slots on): the hand-over of partial sums is a fixed ~0.2..0.3 us per
     // tile that the second chain does not win back. NOTES (g4, g5: same rounds, one chain
     // against the pair): +0.5..9% at 2..8 K blocks a tile (7 of 8 shapes), -0.3..-2.6% at
     // 12..56 (bench/NOTES.md session 27).
-    constexpr bool kOneChain = kSplitK and kNumKBlocks <= 8;
+    // The pipelined chain keeps two K blocks in flight: the WGMMAs of block k + 1 go out (into
+    // the second accumulator) before block k is waited for and promoted, so the promotion
+    // leaves the chain, and there are no partial sums to hand over at the end. NOTES (session
+    // 33, m1, m2): per K block with the data there, the plain one chain ~390 clk, the pipelined
+    // one ~310, the pair ~195 for both; but the pair's hand-over costs ~530 clk a tile. SM
+    // cycles against the pair: 1.8..3.5% fewer on 5 of 8 small-M shapes, the rest the same.
+    // Two accumulators and the final one (1.5 x BLOCK_N registers) fit 232 up to 128 columns.
+    constexpr bool kPipelinedChain = kSplitK and kNumStages >= 2 and BLOCK_N <= 128;
+    constexpr bool kOneChain = kSplitK and (kPipelinedChain or kNumKBlocks <= 8);
     static_assert(not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
                   "split-K tiles give each math warpgroup half of the stages: an even count");
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
@@ -707,7 +716,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
         const uint32_t desc_b0 = smem_desc_k128b_lo(smem_b);
         const uint32_t scales_a_addr = smem_addr(smem_scales_a + r0);   // stage 0, row r0
 
-        float accum[kNumAccum], final_accum[kNumFinalAccum];
+        float accum[kNumAccum * (kPipelinedChain ? 2 : 1)], final_accum[kNumFinalAccum];
         uint32_t phase = 0, tile_count = 0;
         uint32_t exchange_phase = 0;       // K-split pairs: flips at every tile
         uint32_t first_stage = 0;          // stage of the current tile's first K block
@@ -740,6 +749,25 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // and the kernel ended in "unspecified launch failure" (bench/NOTES.md v23).
             auto owns = [&](uint32_t stage) {
                 return not kSplitK or (kOneChain ? math_wg == 0 : stage % 2 == math_wg);
+            };
+
+            // final (wave w) += acc * (scale_a(row) * scale_b(column block)), with the four
+            // products of the two rows and the two B-scale blocks.
+            auto promote = [&](auto split, uint32_t w, const float* acc, float s0_lo,
+                               float s1_lo, float s0_hi, float s1_hi) {
+                float* final_wave = final_accum + w * kNumAccum;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
+                    // Tiles that never straddle two scale blocks skip the per-column
+                    // select; a 128-column wave of a 256-column tile uses one row.
+                    const bool lo = kUniformScaleB or
+                                    (kNumNWaves > 1 ? w == 0 : i * 8 < split.value);
+                    const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
+                    final_wave[i * 4 + 0] += s0 * acc[i * 4 + 0];
+                    final_wave[i * 4 + 1] += s0 * acc[i * 4 + 1];
+                    final_wave[i * 4 + 2] += s1 * acc[i * 4 + 2];
+                    final_wave[i * 4 + 3] += s1 * acc[i * 4 + 3];
+                }
             };
 
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
@@ -785,20 +813,78 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     if (w == kNumNWaves - 1 and lane_idx < kNumTMAMulticast)
                         release_stage(empty_barriers + s, lane_idx);
 
-                    const float s0_lo = a0 * b_lo, s1_lo = a1 * b_lo;
-                    const float s0_hi = a0 * b_hi, s1_hi = a1 * b_hi;
-                    float* final_wave = final_accum + w * kNumAccum;
+                    promote(split, w, accum, a0 * b_lo, a1 * b_lo, a0 * b_hi, a1 * b_hi);
+                }
+            };
+
+            // The pipelined chain (kPipelinedChain): the stage's WGMMAs go into accumulator
+            // s % 2 (the ring's stage count is even, so consecutive K blocks alternate); then
+            // the previous K block's group is waited for (wait_group 1), its stage released
+            // and its products promoted. The last block of each lap is drained (below).
+            float prev_s0_lo = 0.0f, prev_s1_lo = 0.0f, prev_s0_hi = 0.0f, prev_s1_hi = 0.0f;
+            bool pending = false;              // a K block issued but not promoted
+            uint32_t pending_stage = 0;        // its stage
+            auto consume_pipelined = [&](auto split, uint32_t s, uint32_t k_block,
+                                         uint32_t sa_addr) {
+                const float b_lo = sfb[k_block];
+                const float b_hi = kUniformScaleB ? b_lo : sfb[kNumKBlocks + k_block];
+                full_barriers[s].wait(phase);
+                float a0 = ld_shared_f32(sa_addr + s * BLOCK_M * 4);
+                float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
+                float* cur = accum + (s % 2) * kNumAccum;
+                const float* prev = accum + ((s + 1) % 2) * kNumAccum;
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(cur[i]);
+                wgmma_fence();
+                #pragma unroll
+                for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
+                    const uint32_t step = k * (WGMMA_K >> 4);
+                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
+                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),
+                               cur, k > 0);
+                }
+                wgmma_commit_group();
+                fence_operand(a0), fence_operand(a1);
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(cur[i]);
+                // Waited for on every path (a no-op at the tile's first block): ptxas
+                // serialises every WGMMA if any path may touch an accumulator in flight.
+                wgmma_wait_group<1>();
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(const_cast<float&>(prev[i]));
+                if (pending) {
+                    if (lane_idx < kNumTMAMulticast)
+                        release_stage(empty_barriers + (s + kNumStages - 1) % kNumStages, lane_idx);
+                    promote(split, 0, prev, prev_s0_lo, prev_s1_lo, prev_s0_hi, prev_s1_hi);
+                }
+                prev_s0_lo = a0 * b_lo, prev_s1_lo = a1 * b_lo;
+                prev_s0_hi = a0 * b_hi, prev_s1_hi = a1 * b_hi;
+                pending = true, pending_stage = s;
+            };
+            // The end of every lap (a loop's back edge): the last K block is waited for and
+            // promoted. NOTES (session 33): ptxas serialises every WGMMA of a kernel in which
+            // a group stays in flight across a loop's back edge while other instructions read
+            // accumulators (FlashAttention 3 also waits at the end of each iteration).
+            auto drain = [&]() {
+                if constexpr (kPipelinedChain) {
+                    wgmma_wait_group<0>();
                     #pragma unroll
-                    for (uint32_t i = 0; i < kNumAccum / 4; ++i) {
-                        // Tiles that never straddle two scale blocks skip the per-column
-                        // select; a 128-column wave of a 256-column tile uses one row.
-                        const bool lo = kUniformScaleB or
-                                        (kNumNWaves > 1 ? w == 0 : i * 8 < split.value);
-                        const float s0 = lo ? s0_lo : s0_hi, s1 = lo ? s1_lo : s1_hi;
-                        final_wave[i * 4 + 0] += s0 * accum[i * 4 + 0];
-                        final_wave[i * 4 + 1] += s0 * accum[i * 4 + 1];
-                        final_wave[i * 4 + 2] += s1 * accum[i * 4 + 2];
-                        final_wave[i * 4 + 3] += s1 * accum[i * 4 + 3];
+                    for (uint32_t i = 0; i < 2 * kNumAccum; ++i)
+                        fence_operand(accum[i]);
+                    if (pending) {
+                        if (lane_idx < kNumTMAMulticast)
+                            release_stage(empty_barriers + pending_stage, lane_idx);
+                        // Two copies: each indexes its accumulator with constants (registers).
+                        if (pending_stage % 2 == 0)
+                            promote(RuntimeValue{split_col}, 0, accum, prev_s0_lo, prev_s1_lo,
+                                    prev_s0_hi, prev_s1_hi);
+                        else
+                            promote(RuntimeValue{split_col}, 0, accum + kNumAccum, prev_s0_lo,
+                                    prev_s1_lo, prev_s0_hi, prev_s1_hi);
+                        pending = false;
                     }
                 }
             };
@@ -820,7 +906,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                     for (uint32_t s = 0; s < kNumStages; ++s)
                         if (owns(s))
                             slot(s, k0 + lap * kNumStages + s, sa_addr);
+                    drain();
                 }
+            };
+            // The pipelined chain's accumulators alternate with the stage's parity, which holds
+            // only if the slots of a guarded lap run without gaps (they do: [lo, hi)). ptxas
+            // cannot see that and serialises every WGMMA unless each path that skips a slot
+            // has nothing in flight: there, where the real paths already have none, wait.
+            auto settle = [&]() {
+                if constexpr (kPipelinedChain)
+                    wgmma_wait_group<0>();
             };
             auto walk = [&](auto&& slot) {
                 if constexpr (not kRingRotates) {
@@ -843,11 +938,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                         if (lo < hi) {
                             #pragma unroll
                             for (uint32_t s = 0; s < kNumStages; ++s) {
-                                if (s >= hi)
+                                if (s >= hi) {
+                                    settle();
                                     break;
+                                }
                                 if (s >= lo and owns(s))
                                     slot(s, k0 + s, sa_addr);
+                                else
+                                    settle();
                             }
+                            drain();
                         }
                         if (hi == kNumStages)
                             phase ^= 1;
@@ -863,6 +963,16 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             // Separate copies of the loop keep the branches out of the per-K-block issue chain.
             if (idle) {
                 walk(pass);
+            } else if constexpr (kPipelinedChain) {
+                static_assert(not kStaticSplit and kNumNWaves == 1 and kNumStages % 2 == 0,
+                              "the pipelined chain: 64-row tiles, one wave, an even ring");
+                if (math_wg == 0) {
+                    walk([&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
+                        consume_pipelined(RuntimeValue{split_col}, s, k_block, sa_addr);
+                    });
+                } else {
+                    walk(pass);     // owns no stage: only the ring's phase moves on
+                }
             } else if constexpr (kStaticSplit) {
                 // One copy per value of n_start % 128 (a multiple of kSplitStep).
                 dispatch_constant<0, kSplitStep, 128>(n_start % 128, [&](auto residue) {

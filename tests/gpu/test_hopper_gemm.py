@@ -341,7 +341,9 @@ def test_small_m_wide_n_picks_survive_many_calls():
     check_masked(masked, dm)
 
 
-@pytest.mark.parametrize("block_n", [56, 144, 160])
+# 56 and 128 run the pipelined one chain (128: its widest, two accumulators at the register
+# limit), 144 and 160 the pair; 48 x 8192 gives some CTAs a second tile that starts mid-ring.
+@pytest.mark.parametrize("block_n", [56, 128, 144, 160])
 @pytest.mark.parametrize("k", [384, 1152, 7168])        # 3, 9 (odd) and 56 K blocks
 def test_forced_64_row_tiles_survive_many_calls_at_odd_and_even_k_blocks(block_n, k):
     case = random_dense(48, 8192, k)
