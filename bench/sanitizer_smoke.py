@@ -5,10 +5,11 @@
 Prints calc_diff for the dense calls; the sanitizer's ERROR SUMMARY is the result. Runs the
 heuristic's tiles, then the two-wave 128x256 and three-warpgroup 192x128 tiles forced, alone
 and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair in two groups,
-a pair of a real and a padding block, and a lone last block), 64-row tiles (a wide and a narrow
-one; K of 1, 2, 3, 4 and 8 blocks run one chain, 9 and 56 a pair of chains on alternate stages,
-v23, whose partial sums meet in shared memory), and K-split pairs (dense calls with an even K
-block count: two CTAs per tile exchanging partial sums).
+a pair of a real and a padding block, and a lone last block), 64-row tiles (the narrow one,
+up to 128 columns, runs one pipelined chain at every K, two K blocks in flight, session 33; the
+wide one runs one chain at K of 1, 2, 3, 4 and 8 blocks and at 9 and 56 a pair of chains on
+alternate stages, v23, whose partial sums meet in shared memory), and K-split pairs (dense calls
+with an even K block count: two CTAs per tile exchanging partial sums).
 
 racecheck also reports the in-place A-scale loader's cp.async writes against the math
 warpgroups' scale reads on every tile: an mbarrier orders them (cp.async.mbarrier.arrive), which
