@@ -770,6 +770,30 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 }
             };
 
+            // Stage s's WGMMAs (wave w of the tile's columns) into `acc`, as one group.
+            auto issue = [&](uint32_t s, uint32_t w, float* acc, float& a0, float& a1) {
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(acc[i]);
+                wgmma_fence();
+                #pragma unroll
+                for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
+                    // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
+                    const uint32_t step = k * (WGMMA_K >> 4);
+                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
+                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) +
+                                               w * ((WAVE_N * BLOCK_K) >> 4) + step),
+                               acc, k > 0);
+                }
+                wgmma_commit_group();
+                // Keep the scale products after the issue: hoisted above it, they made the
+                // WGMMAs wait for the scale loads.
+                fence_operand(a0), fence_operand(a1);
+                #pragma unroll
+                for (uint32_t i = 0; i < kNumAccum; ++i)
+                    fence_operand(acc[i]);
+            };
+
             // One slot of the ring: wait for it, issue its WGMMAs, release it and promote:
             // final += acc * scale_a(row) * scale_b(column block).
             // `split.value`: the tile's first column in its second B-scale block (a Constant
@@ -786,27 +810,7 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
                 #pragma unroll
                 for (uint32_t w = 0; w < kNumNWaves; ++w) {
-                    #pragma unroll
-                    for (uint32_t i = 0; i < kNumAccum; ++i)
-                        fence_operand(accum[i]);
-                    wgmma_fence();
-                    #pragma unroll
-                    for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
-                        // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
-                        const uint32_t step = k * (WGMMA_K >> 4);
-                        WGMMA::mma(
-                            smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
-                            smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) +
-                                            w * ((WAVE_N * BLOCK_K) >> 4) + step),
-                            accum, k > 0);
-                    }
-                    wgmma_commit_group();
-                    // Keep the scale products after the issue: hoisted above it, they made the
-                    // WGMMAs wait for the scale loads.
-                    fence_operand(a0), fence_operand(a1);
-                    #pragma unroll
-                    for (uint32_t i = 0; i < kNumAccum; ++i)
-                        fence_operand(accum[i]);
+                    issue(s, w, accum, a0, a1);
                     wgmma_wait_group<0>();
 
                     // Hand the stage back to every CTA whose producer writes into it.
@@ -831,24 +835,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 full_barriers[s].wait(phase);
                 float a0 = ld_shared_f32(sa_addr + s * BLOCK_M * 4);
                 float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
-                float* cur = accum + (s % 2) * kNumAccum;
                 const float* prev = accum + ((s + 1) % 2) * kNumAccum;
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(cur[i]);
-                wgmma_fence();
-                #pragma unroll
-                for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
-                    const uint32_t step = k * (WGMMA_K >> 4);
-                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
-                               smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) + step),
-                               cur, k > 0);
-                }
-                wgmma_commit_group();
-                fence_operand(a0), fence_operand(a1);
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(cur[i]);
+                issue(s, 0, accum + (s % 2) * kNumAccum, a0, a1);
                 // Waited for on every path (a no-op at the tile's first block): ptxas
                 // serialises every WGMMA if any path may touch an accumulator in flight.
                 wgmma_wait_group<1>();
