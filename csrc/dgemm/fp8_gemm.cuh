@@ -238,11 +238,11 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // block however small the tile; two independent chains halve that on the latency-bound
     // small-M shapes.
     constexpr bool kSplitK = BLOCK_M == 64;
-    // Tiles of few K blocks run one chain (warpgroup 0 takes every stage, warpgroup 1 only
-    // passes the B-scale slots on): the hand-over of partial sums is a fixed ~0.2..0.3 us per
-    // tile that the second chain does not win back. NOTES (g4, g5: same rounds, one chain
-    // against the pair): +0.5..9% at 2..8 K blocks a tile (7 of 8 shapes), -0.3..-2.6% at
-    // 12..56 (bench/NOTES.md session 27).
+    // Wider 64-row tiles (past 128 columns) of few K blocks run one plain chain (warpgroup 0
+    // takes every stage, warpgroup 1 only passes the B-scale slots on): the hand-over of
+    // partial sums is a fixed ~0.2..0.3 us per tile that the second chain does not win back.
+    // NOTES (g4, g5: same rounds, one chain against the pair): +0.5..9% at 2..8 K blocks a
+    // tile (7 of 8 shapes), -0.3..-2.6% at 12..56 (bench/NOTES.md session 27).
     // The pipelined chain keeps two K blocks in flight: the WGMMAs of block k + 1 go out (into
     // the second accumulator) before block k is waited for and promoted, so the promotion
     // leaves the chain, and there are no partial sums to hand over at the end. NOTES (session
@@ -835,14 +835,14 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 full_barriers[s].wait(phase);
                 float a0 = ld_shared_f32(sa_addr + s * BLOCK_M * 4);
                 float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
-                const float* prev = accum + ((s + 1) % 2) * kNumAccum;
+                float* prev = accum + ((s + 1) % 2) * kNumAccum;
                 issue(s, 0, accum + (s % 2) * kNumAccum, a0, a1);
                 // Waited for on every path (a no-op at the tile's first block): ptxas
                 // serialises every WGMMA if any path may touch an accumulator in flight.
                 wgmma_wait_group<1>();
                 #pragma unroll
                 for (uint32_t i = 0; i < kNumAccum; ++i)
-                    fence_operand(const_cast<float&>(prev[i]));
+                    fence_operand(prev[i]);
                 if (pending) {
                     if (lane_idx < kNumTMAMulticast)
                         release_stage(empty_barriers + (s + kNumStages - 1) % kNumStages, lane_idx);
