@@ -8,8 +8,9 @@ and in 2-CTA clusters (sharing B: dense and contiguous calls; a contiguous pair 
 a pair of a real and a padding block, and a lone last block), 64-row tiles (the narrow one,
 up to 128 columns, runs one pipelined chain at every K, two K blocks in flight, session 33; the
 wide one runs one chain at K of 1, 2, 3, 4 and 8 blocks and at 9 and 56 a pair of chains on
-alternate stages, v23, whose partial sums meet in shared memory), and K-split pairs (dense calls
-with an even K block count: two CTAs per tile exchanging partial sums).
+alternate stages, v23, whose partial sums meet in shared memory), K-split pairs (dense calls
+with an even K block count: two CTAs per tile exchanging partial sums), and last 64x64 chains
+with an odd ring (the autotuner's depth candidate, session 34).
 
 racecheck also reports the in-place A-scale loader's cp.async writes against the math
 warpgroups' scale reads on every tile: an mbarrier orders them (cp.async.mbarrier.arrive), which
@@ -41,6 +42,23 @@ def dense(m: int, n: int, k: int) -> None:
     d = dgemm.fp8_gemm_nt(case.a, case.b)
     torch.cuda.synchronize()
     print("dense", m, n, k, f"{dgemm.calc_diff(d, case.ref):.1e}")
+
+
+def odd_ring(m: int, n: int, k: int) -> None:
+    """A 64x64 chain with an odd ring, the autotuner's depth candidate (session 34): the
+    deepest odd depth that fits, launched directly (no heuristic picks it)."""
+    import dataclasses
+    from dgemm.kernels import hopper_fp8
+    case = random_dense(m, n, k)
+    (a, sa), (b, sb) = case.a, case.b
+    spec = hopper_fp8.with_tile(heuristics.select("fp8_gemm_nt", m, n, k,
+                                                  num_sms=dgemm.get_num_sms()), 64, 64)
+    deepest = hopper_fp8.max_stages(64, 64, k)
+    spec = dataclasses.replace(spec, num_stages=deepest - 1 + deepest % 2)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    hopper_fp8.launch(spec, a, sa, b, sb, d, None)
+    torch.cuda.synchronize()
+    print("odd ring", m, n, k, spec.num_stages, f"{dgemm.calc_diff(d, case.ref):.1e}")
 
 
 def grouped(contiguous: bool, masked: bool = True) -> None:
@@ -85,6 +103,8 @@ def main() -> int:
             shares_b = tile is not None and tile[2] > 1 and not tile[3]
             if not k_split:
                 grouped(contiguous=tile is None or tile[0] <= 128, masked=not shares_b)
+    for m, n, k in DENSE_SHAPES:
+        odd_ring(m, n, k)
     return 0
 
 

@@ -411,15 +411,20 @@ def _suite_calls():
     return calls
 
 
-def test_64_row_tiles_always_get_an_even_stage_count():
-    seen_64 = 0
+def test_64_row_pairs_always_get_an_even_stage_count():
+    seen_pairs = seen_odd_chains = 0
     for kind, m, n, k, groups in _suite_calls():
         for spec in heuristics.candidates(kind, m, n, k, groups, count=10 ** 6):
-            if spec.block_m == 64:
-                seen_64 += 1
-                assert spec.num_stages % 2 == 0 or spec.num_stages == 1 == k // 128, spec
-                spec.plan_checks()                     # accepted by the plan check
-    assert seen_64 > 1000
+            if spec.block_m != 64:
+                continue
+            if hopper_fp8.runs_pair(64, spec.block_n, spec.k, spec.num_stages):
+                seen_pairs += 1
+                assert spec.num_stages % 2 == 0, spec
+            else:
+                seen_odd_chains += spec.num_stages % 2
+            spec.plan_checks()                         # accepted by the plan check
+    # Chains (one warpgroup takes every stage) may run an odd ring: the depth candidates do.
+    assert seen_pairs > 300 and seen_odd_chains > 10
     # These picked odd counts before v23 (and faulted): 64x144x7, 64x56x13, 64x80x11.
     assert select("fp8_gemm_nt", 4, 36864, 7168).num_stages % 2 == 0
     for block_n, k in ((144, 7168), (56, 16384), (80, 18432), (160, 7168), (64, 16384)):
@@ -428,7 +433,7 @@ def test_64_row_tiles_always_get_an_even_stage_count():
 
 
 @pytest.mark.parametrize("stages", [3, 7, 13])
-def test_a_64_row_spec_with_an_odd_stage_count_is_refused_before_compiling(stages):
+def test_a_64_row_pair_with_an_odd_stage_count_is_refused_before_compiling(stages):
     base = select("fp8_gemm_nt", 4, 36864, 7168)
     by_hand = dataclasses.replace(base, block_m=64, block_n=144, num_stages=stages)
     with pytest.raises(ValueError, match="even stage count"):
@@ -436,8 +441,35 @@ def test_a_64_row_spec_with_an_odd_stage_count_is_refused_before_compiling(stage
     from dgemm.jit import source
     with pytest.raises(ValueError, match="even stage count"):
         source.render(by_hand)                       # so no key and no compile either
-    # 128-row tiles keep any depth that fits.
+    # 128-row tiles keep any depth that fits, and so do 64-row chains: up to 128 columns
+    # (pipelined), or wider at up to 8 K blocks.
     dataclasses.replace(base, block_m=128, block_n=144, num_stages=stages).plan_checks()
+    dataclasses.replace(base, block_m=64, block_n=128, num_stages=stages).plan_checks()
+    short = select("fp8_gemm_nt", 4, 36864, 1024)
+    dataclasses.replace(short, block_m=64, block_n=144, num_stages=stages).plan_checks()
+
+
+def test_the_autotuner_times_the_pick_with_the_deepest_ring():
+    # 128x4096x7168: the model's 64x64 with 12 stages (56 K blocks in 5 rounds), 13 fit.
+    specs = heuristics.candidates("fp8_gemm_nt", 128, 4096, 7168, count=4)
+    pick, deeper = specs[0], specs[4]
+    assert (pick.block_m, pick.block_n, pick.num_stages) == (64, 64, 12)
+    assert deeper == dataclasses.replace(pick, num_stages=13)
+    assert hopper_fp8.max_stages(64, 64, 7168) == 13
+    assert len(specs) == 6 and specs[5].k_split == 2       # then the K-split pair
+    from dgemm.autotune.tuner import tile_name
+    assert (tile_name(pick), tile_name(deeper)) == ("64x64", "64x64 13st")
+    deeper.plan_checks()
+    # A pair keeps an even ring: one stage fewer than the deepest when that is odd.
+    wide = heuristics.candidates("fp8_gemm_nt", 4, 36864, 7168, count=4)
+    for spec in wide[1:]:
+        if spec.block_m == 64 and spec.num_stages != hopper_fp8.num_stages(64, spec.block_n, 7168):
+            assert spec.num_stages % 2 == 0 or not hopper_fp8.runs_pair(
+                64, spec.block_n, 7168, spec.num_stages)
+    # No candidate when the model's ring is already the deepest (128x256 at K = 7168).
+    big = heuristics.candidates("fp8_gemm_nt", 4096, 4096, 7168, count=4)
+    assert hopper_fp8.depth_candidate(big[0]) is None and len(big) == 4
+    assert heuristics.candidates("fp8_gemm_nt", 128, 4096, 7168, count=0) == []
 
 
 def test_clusters_sharing_b_compile_for_the_contiguous_layout_and_are_refused_for_masked():
@@ -476,7 +508,7 @@ def test_k_split_pairs_plan_two_ctas_per_tile_and_half_the_b_scales():
 def test_the_autotuner_times_a_k_split_pair_that_the_model_never_picks():
     # Long K and few tiles: the pair fitting one wave that the model rates fastest at K/2.
     specs = heuristics.candidates("fp8_gemm_nt", 128, 2304, 16384, count=4)
-    assert [s.k_split for s in specs] == [1, 1, 1, 1, 2]
+    assert [s.k_split for s in specs][:4] == [1, 1, 1, 1] and specs[-1].k_split == 2
     assert (specs[-1].block_m, specs[-1].block_n, specs[-1].cluster_dim) == (128, 48, 2)
     assert hopper_fp8.grid_size(specs[-1], 128) == 2 * 48            # 48 tiles, 96 CTAs
     for m, n, k in ((128, 2304, 16384), (128, 4096, 7168), (1, 6144, 4096), (4096, 4096, 7168)):

@@ -252,8 +252,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // Two accumulators and the final one (1.5 x BLOCK_N registers) fit 232 up to 128 columns.
     constexpr bool kPipelinedChain = kSplitK and kNumStages >= 2 and BLOCK_N <= 128;
     constexpr bool kOneChain = kSplitK and (kPipelinedChain or kNumKBlocks <= 8);
-    static_assert(not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
-                  "split-K tiles give each math warpgroup half of the stages: an even count");
+    // Only the pair splits the stages (by parity); a chain takes them all, so any count.
+    static_assert(kOneChain or not kSplitK or kNumStages % 2 == 0 or kNumStages == 1,
+                  "a pair gives each math warpgroup half of the stages: an even count");
     constexpr uint32_t kNumConsumerWarps = kSplitK ? 4 : kNumMathThreads / 32;
 
     // ---- Pipeline ring --------------------------------------------------------------------
@@ -822,9 +823,10 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             };
 
             // The pipelined chain (kPipelinedChain): the stage's WGMMAs go into accumulator
-            // s % 2 (the ring's stage count is even, so consecutive K blocks alternate); then
-            // the previous K block's group is waited for (wait_group 1), its stage released
-            // and its products promoted. The last block of each lap is drained (below).
+            // s % 2 (consecutive K blocks of a lap alternate; every lap starts drained, so the
+            // ring may be odd); then the previous K block's group is waited for (wait_group
+            // 1), its stage released and its products promoted. The last block of each lap is
+            // drained (below).
             float prev_s0_lo = 0.0f, prev_s1_lo = 0.0f, prev_s0_hi = 0.0f, prev_s1_hi = 0.0f;
             bool pending = false;              // a K block issued but not promoted
             uint32_t pending_stage = 0;        // its stage
@@ -952,8 +954,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
             if (idle) {
                 walk(pass);
             } else if constexpr (kPipelinedChain) {
-                static_assert(not kStaticSplit and kNumNWaves == 1 and kNumStages % 2 == 0,
-                              "the pipelined chain: 64-row tiles, one wave, an even ring");
+                static_assert(not kStaticSplit and kNumNWaves == 1,
+                              "the pipelined chain: 64-row tiles, one wave");
                 if (math_wg == 0) {
                     walk([&](uint32_t s, uint32_t k_block, uint32_t sa_addr) {
                         consume_pipelined(RuntimeValue{split_col}, s, k_block, sa_addr);

@@ -213,11 +213,15 @@ def _chosen_spec(payload: dict, candidate_specs: list) -> Optional[KernelSpec]:
 
 
 def tile_name(spec: KernelSpec) -> str:
-    """A spec's tile for reports: 128x256, 128x256 x2A for 2-CTA clusters sharing A, or
-    128x48 ks2 for K-split pairs."""
+    """A spec's tile for reports: 128x256, 128x256 x2A for 2-CTA clusters sharing A, 128x48
+    ks2 for K-split pairs, 64x64 13st for a ring deeper than the model's for that tile."""
     cluster = f" x{spec.num_tma_multicast}{'A' if spec.multicast_on_a else 'B'}" \
         if spec.num_tma_multicast > 1 else f" ks{spec.k_split}" if spec.k_split > 1 else ""
-    return f"{spec.block_m}x{spec.block_n}{cluster}"
+    depth = ""
+    if spec.kernel == hopper_fp8.NAME and spec.num_stages != hopper_fp8.num_stages(
+            spec.block_m, spec.block_n, spec.k, spec.k_split):
+        depth = f" {spec.num_stages}st"
+    return f"{spec.block_m}x{spec.block_n}{cluster}{depth}"
 
 
 def _stream_is_capturing() -> bool:

@@ -48,6 +48,13 @@ def num_threads(spec: KernelSpec) -> int:
     return PRODUCER_THREADS + math_threads(spec.block_m)
 
 
+def runs_pair(block_m: int, block_n: int, k: int, num_stages: int) -> bool:
+    """Whether a tile's two math warpgroups split its K blocks by stage parity (a pair) rather
+    than warpgroup 0 taking every stage (a chain). Header: `kSplitK and not kOneChain`."""
+    pipelined = block_n <= 128 and num_stages >= 2
+    return block_m == 64 and not pipelined and ceil_div(k, BLOCK_K) > 8
+
+
 def smem_plan(block_m: int, block_n: int, k: int, num_stages: int, k_split: int = 1) -> int:
     """Dynamic shared memory of one CTA (of a K-split pair: `k_split` 2); header:
     `fp8_gemm_smem(...).total`."""
@@ -105,10 +112,11 @@ def plan_checks(spec: KernelSpec) -> str:
             not spec.multicast_on_a:
         raise ValueError("the masked layout's 2-CTA clusters share A (multicast_on_a=True): a "
                          "pair sharing B would need both m-blocks in one group")
-    if spec.block_m == 64 and spec.num_stages % 2 and spec.num_stages > 1:
-        raise ValueError(f"64-row tiles need an even stage count (their two math warpgroups "
-                         f"own alternate stages); got {spec.num_stages}: use "
-                         f"dgemm.kernels.hopper_fp8.num_stages() or with_tile()")
+    if runs_pair(spec.block_m, spec.block_n, spec.k, spec.num_stages) and spec.num_stages % 2:
+        raise ValueError(f"{spec.block_m}x{spec.block_n} tiles at k={spec.k} run a pair of math "
+                         f"warpgroups that own alternate stages: they need an even stage count; "
+                         f"got {spec.num_stages}: use dgemm.kernels.hopper_fp8.num_stages() or "
+                         f"with_tile()")
     args = (spec.n, spec.k, spec.block_m, spec.block_n, spec.block_k, spec.num_stages,
             smem_bytes(spec), num_threads(spec), cpp_bool(uses_tma_store(spec)), spec.k_split)
     return "template struct dgemm::Fp8GemmPlanCheck<" + ", ".join(map(str, args)) + ">;"
@@ -487,11 +495,30 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
 def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                count: int) -> list:
     """The cost model's `count` best specs for this call, best (the pick of `select`) first,
-    then the K-split pair that an autotuner should time beside them (`k_split_candidate`)."""
+    then what an autotuner should time beside them that the model cannot rank: the pick with
+    the deepest ring (`depth_candidate`) and the K-split pair (`k_split_candidate`)."""
     specs = [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
              for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+    if count > 0 and specs:
+        deeper = depth_candidate(specs[0])
+        specs += [deeper] if deeper is not None else []
     pair = k_split_candidate(gemm_type, m, n, k, num_sms)
     return specs + [pair] if pair is not None and count > 0 else specs
+
+
+def depth_candidate(spec: KernelSpec):
+    """`spec` with the deepest ring that fits (even where a pair splits the stages), or None
+    if that is its own depth: only timed, never picked by the model. `num_stages` keeps the
+    fewest stages with the deepest ring's round count; where HBM sets the pace a deeper ring
+    keeps more bytes in flight. NOTES (session 34, n1, SM cycles against DeepGEMM): 64x64x13
+    against x12 at 128x4096x7168 1.021 / 1.034, at 128x4096x4096 1.014 / 1.008; deeper rings
+    lost 3..8% at short K (g2) and on other one-wave rows (n1)."""
+    deepest = max_stages(spec.block_m, spec.block_n, spec.k, spec.k_split)
+    if runs_pair(spec.block_m, spec.block_n, spec.k, deepest) and deepest % 2:
+        deepest -= 1
+    if deepest <= spec.num_stages:
+        return None
+    return KernelSpec(**dict(vars(spec), num_stages=deepest))
 
 
 # K blocks from which a K-split pair is worth timing: its exchange and cluster cost ~1.4 us

@@ -356,6 +356,29 @@ def test_forced_64_row_tiles_survive_many_calls_at_odd_and_even_k_blocks(block_n
     assert dgemm.calc_diff(d, case.ref) < DIFF_BAR
 
 
+# A chain (one warpgroup takes every stage) may run an odd ring, as the autotuner's depth
+# candidate does (64x64 with 13 stages): each lap of the pipelined chain starts drained, so the
+# accumulator parity restarts at stage 0 (bench/NOTES.md session 34). 48 x 8192 at 3, 9 and 56
+# K blocks: some CTAs take a second tile that starts mid-ring.
+@pytest.mark.parametrize("block_n,stages", [(64, 13), (56, 5), (128, 3)])
+@pytest.mark.parametrize("k", [384, 1152, 7168])
+def test_64_row_chains_with_an_odd_ring_survive_many_calls(block_n, stages, k):
+    import dataclasses
+    from dgemm.kernels import hopper_fp8
+    case = random_dense(48, 8192, k)
+    (a, sa), (b, sb) = case.a, case.b
+    base = heuristics.select("fp8_gemm_nt", 48, 8192, k, num_sms=dgemm.get_num_sms())
+    spec = dataclasses.replace(hopper_fp8.with_tile(base, 64, block_n),
+                               num_stages=min(stages, hopper_fp8.max_stages(64, block_n, k)))
+    assert spec.num_stages % 2 and not hopper_fp8.runs_pair(64, block_n, k, spec.num_stages)
+    d = poisoned(48, 8192)
+    for _ in range(300):
+        hopper_fp8.launch(spec, a, sa, b, sb, d, None)
+    torch.cuda.synchronize()
+    assert unwritten_count(d) == 0
+    assert dgemm.calc_diff(d, case.ref) < DIFF_BAR
+
+
 # ---- The last m-block loads only its real rows of A (bench/NOTES.md v24) -----------------------
 # The rest of that A stage keeps whatever the last load left there (here: NaN rows of a call of
 # the same kernel on more rows); rows below M must come out bitwise as with zero fill.
