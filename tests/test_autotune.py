@@ -165,11 +165,28 @@ def test_a_candidate_within_timing_noise_of_the_heuristic_does_not_replace_it(au
     assert dgemm.jit.stats()["autotune_timings"] == 1     # a decision all the same
 
 
-def test_every_m_of_a_bucket_shares_one_decision(autotune_on):
+def test_every_m_of_a_bucket_where_the_model_picks_alike_shares_one_decision(autotune_on):
     timer = CountingTimer()
-    first, _ = choose(timer, call=("fp8_gemm_nt", 97, 4096, 7168, 1))
+    first, heuristic = choose(timer, call=("fp8_gemm_nt", 97, 4096, 7168, 1))
     second, _ = choose(timer, call=("fp8_gemm_nt", 128, 4096, 7168, 1))
-    assert first == second and len(timer.calls) == 1
+    assert first == second != heuristic and len(timer.calls) == 1
+
+
+def test_an_m_where_the_model_picks_otherwise_than_at_the_timed_m_runs_the_models_pick(
+        autotune_on):
+    # M <= 1024 is timed at 1024 (128x256 sharing B); at 777 (seven m-blocks, the last of 9
+    # rows) the model picks 128x256 alone, and its pick runs: the class is not even tuned.
+    timer = CountingTimer()
+    at_777, heuristic_777 = choose(timer, call=("fp8_gemm_nt", 777, 129280, 7168, 1))
+    assert at_777 == heuristic_777 and timer.calls == []
+    assert heuristic_777 != heuristics.select("fp8_gemm_nt", 1024, 129280, 7168)
+    at_1000, heuristic_1000 = choose(timer, call=("fp8_gemm_nt", 1000, 129280, 7168, 1))
+    assert at_1000 != heuristic_1000 and len(timer.calls) == 1     # the decision
+    assert choose(timer, call=("fp8_gemm_nt", 777, 129280, 7168, 1))[0] == heuristic_777
+    # Prewarm compiles a decided kernel only for the problems that would run it.
+    forget_process_state()
+    problems = [manifests.Problem("fp8_gemm_nt", m, 129280, 7168, 1) for m in (777, 1000)]
+    assert manifests.decided_specs_for(problems, 132, "sm_90a") == {at_1000: problems[1:]}
 
 
 def test_a_new_process_reuses_the_disk_decision_without_timing(autotune_on):

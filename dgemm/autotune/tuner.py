@@ -15,6 +15,9 @@ disk, Redis; verified like kernel entries, HMAC-signed with a secret). One proce
 cluster times; every other waits (at most DGEMM_AUTOTUNE_WAIT seconds) and uses the same
 decision, so every rank runs the same kernel and gets bitwise the same result.
 
+A decision serves the calls of its class whose cost-model pick is the one at the M the class
+was timed at (`decision_applies`); a call elsewhere in the M bucket, where the model's pick
+differs, runs the model's pick and never tunes.
 The call runs the heuristic's own kernel instead (logged once per class, counted as
 `autotune_fallbacks`) when no decision can be had: the wait ran out, Redis is unreachable,
 the timing failed, or the stored decision was refused (corrupt, forged, unsigned while
@@ -84,14 +87,28 @@ def spec_for_call(kind: str, m: int, n: int, k: int, num_groups: int, num_sms: i
             heuristics.GEMM_TYPES[kind], m, n, k, num_groups, num_sms):
         return heuristic        # the portable family, or a forced tile: never tuned
     cls = classes.shape_class(kind, m, n, k, num_groups, num_sms, arch)
-    capturing = (is_capturing or _stream_is_capturing)()
-    decided, remember = _class_spec(cls, device_index, timer, capturing)
+    if not decision_applies(cls, heuristic):
+        decided, remember = None, True
+    else:
+        capturing = (is_capturing or _stream_is_capturing)()
+        decided, remember = _class_spec(cls, device_index, timer, capturing)
     spec = decided or heuristic
     if remember:
         if len(_by_call) >= _MAX_CALLS:
             _by_call.clear()
         _by_call[memo] = spec
     return spec
+
+
+def decision_applies(cls: ShapeClass, heuristic: KernelSpec) -> bool:
+    """Whether a call of `cls` whose cost-model pick is `heuristic` runs the class's decision:
+    only where the model picks the same kernel as at the M the class is timed at. Elsewhere in
+    the M bucket the model sees another regime (another count of m-blocks or waves) and its
+    own pick runs. NOTES (session 34, n3): at M = 777, decisions timed at 1024 ran up to
+    1.22x slower than the model's pick (0.966x DeepGEMM at 777x129280x7168, 1.055 with it)."""
+    return heuristic == hopper_fp8.select(heuristics.GEMM_TYPES[cls.kind],
+                                          classes.representative_m(cls), cls.n, cls.k,
+                                          cls.num_groups, cls.num_sms)
 
 
 def tune_class(cls: ShapeClass, device_index: Optional[int] = None, *,

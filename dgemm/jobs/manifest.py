@@ -305,16 +305,20 @@ def decided_specs_for(problem_list: list[Problem], num_sms: int,
                       arch: str) -> dict[KernelSpec, list[Problem]]:
     """The kernels that published autotuning decisions (`dgemm-cache tune`, DGEMM_AUTOTUNE)
     name for the problems' shape classes, with the problems they serve; classes without a
-    decision are left out (their calls run the heuristic's kernel, which `specs_for` has)."""
+    decision, and problems whose calls would not run it (`tuner.decision_applies`), are left
+    out (their calls run the heuristic's kernel, which `specs_for` has)."""
     from dgemm.autotune import shape_class, tuner
-    from dgemm.heuristics import KINDS
+    from dgemm.heuristics import KINDS, select
     by_class: dict = {}
     for problem in problem_list:
         if problem.kind not in KINDS:        # the weight-gradient GEMMs are not autotuned
             continue
         cls = shape_class(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
                           num_sms, arch)
-        by_class.setdefault(cls, []).append(problem)
+        heuristic = select(problem.kind, problem.m, problem.n, problem.k, problem.num_groups,
+                           num_sms, arch)
+        if tuner.decision_applies(cls, heuristic):
+            by_class.setdefault(cls, []).append(problem)
     served: dict[KernelSpec, list[Problem]] = {}
     for cls, problems in by_class.items():
         spec = tuner.published_spec(cls)
