@@ -103,6 +103,22 @@ def test_m_buckets_are_powers_of_two_and_the_halves_between():
         m_bucket(0)
 
 
+@pytest.mark.parametrize("groups", [1, 2, 4, 64])
+def test_masked_classes_are_timed_on_rows_spread_evenly_around_the_edge(groups):
+    cls = classes.shape_class("m_grouped_fp8_gemm_nt_masked", 200, 7168, 2048, groups, 132,
+                              "sm_90a")
+    draws = [classes.masked_rows(cls, d) for d in range(classes.MASKED_DRAWS)]
+    rows = sorted(r for draw in draws for r in draw)
+    edge = cls.m_bucket                                      # 256
+    assert all(0.7 * edge <= r <= 1.3 * edge for r in rows)
+    assert abs(sum(rows) / len(rows) - edge) < 1             # unbiased: the edge on average
+    strata = groups * classes.MASKED_DRAWS                   # each stratum's midpoint once
+    assert rows == [round(edge * (0.7 + 0.6 * (j + 0.5) / strata)) for j in range(strata)]
+    if groups > 1:                                           # each draw: small and large groups
+        assert all(min(d) < edge < max(d) for d in draws)
+    assert classes.masked_max_m(cls) >= rows[-1]
+
+
 @pytest.mark.parametrize("name,value", [("DGEMM_AUTOTUNE", "maybe"),
                                         ("DGEMM_AUTOTUNE_TOP_K", "1"),
                                         ("DGEMM_AUTOTUNE_TOP_K", "17"),
