@@ -181,6 +181,37 @@ def test_a_candidate_within_timing_noise_of_the_heuristic_does_not_replace_it(au
     assert dgemm.jit.stats()["autotune_timings"] == 1     # a decision all the same
 
 
+def test_a_masked_candidate_that_loses_on_any_draw_does_not_replace_the_heuristic(
+        autotune_on, fresh_dgemm_cache):
+    masked = ("m_grouped_fp8_gemm_nt_masked", 256, 7168, 2048, 4)
+    draws = classes.MASKED_DRAWS
+
+    def timer(specs, cls, device):
+        # Candidate 1: 8% faster in total, but 10% slower on the last draw (one more wave
+        # there); candidate 2: 3% faster on every draw; the rest slower.
+        pick = [1.0] * draws
+        one = [0.85] * (draws - 1) + [1.1]
+        two = [0.97] * draws
+        return [pick, one, two] + [[1.5] * draws] * (len(specs) - 3)
+
+    chosen, heuristic = choose(timer, call=masked)
+    kind, m, n, k, groups = masked
+    candidates = classes.candidates(classes.shape_class(kind, m, n, k, groups, 132, "sm_90a"),
+                                    env.autotune_top_k())
+    assert chosen == candidates[2] != heuristic
+    payload = decisions.fetch(class_key(masked)).payload
+    assert payload["timings"][1]["problems"] == [0.85] * (draws - 1) + [1.1]
+    assert payload["timings"][1]["seconds"] == pytest.approx(0.85 * (draws - 1) + 1.1)
+    # Had candidate 2 lost one draw by 3% too, the heuristic's pick would have stayed.
+    forget_process_state()
+    decisions_dir = Path(os.environ["DGEMM_CACHE_DIR"]) / decisions.SUBDIR
+    import shutil
+    shutil.rmtree(decisions_dir)
+    lossy = lambda specs, cls, device: [s[:-1] + [s[-1] * 1.06] if i else s  # noqa: E731
+                                        for i, s in enumerate(timer(specs, cls, device))]
+    assert choose(lossy, call=masked)[0] == heuristic
+
+
 def test_every_m_of_a_bucket_where_the_model_picks_alike_shares_one_decision(autotune_on):
     timer = CountingTimer()
     first, heuristic = choose(timer, call=("fp8_gemm_nt", 97, 4096, 7168, 1))

@@ -2,6 +2,7 @@
 of the class's representative size.
 
     time_candidates(specs, cls, device_index, repeats=20) -> [seconds per spec]
+    time_candidates_by_problem(...) -> [[seconds per representative problem] per spec]
 
 Every candidate is loaded first (compiled through the cache walk if needed: the tune job and
 the first call of a class pay for it, and the kernels land in every tier), launched once to
@@ -60,8 +61,16 @@ _GEMM_KERNEL = "fp8_gemm_kernel"
 
 def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: int = 20, *,
                     profiler: bool = False) -> list:
-    """Seconds of each spec on the class's representative problem (inf: not runnable);
-    `profiler`: the kernels' own durations from the profiler's records (module docstring)."""
+    """Seconds of each spec on the class's representative problems, summed (inf: not
+    runnable); `profiler`: the kernels' own durations from the profiler's records."""
+    return [sum(per_problem) for per_problem in time_candidates_by_problem(
+        specs, cls, device_index, repeats, profiler=profiler)]
+
+
+def time_candidates_by_problem(specs: list, cls: ShapeClass, device_index=None,
+                               repeats: int = 20, *, profiler: bool = False) -> list:
+    """Per spec, its seconds on each of the class's representative problems (one, or the
+    masked layout's MASKED_DRAWS; all inf: not runnable)."""
     if device_index is None:
         device_index = torch.cuda.current_device()
     device = torch.device("cuda", device_index)
@@ -91,9 +100,10 @@ def time_candidates(specs: list, cls: ShapeClass, device_index=None, repeats: in
                    if profiler and items else None)
         if samples is None:
             samples = _event_timed(items, launch, flush, repeats, device)
-    seconds = [0.0 if loaded[i] is not None else math.inf for i in range(len(specs))]
-    for (i, _), times in samples.items():
-        seconds[i] += _middle_mean(times)
+    seconds = [[0.0 if loaded[i] is not None else math.inf] * len(problems)
+               for i in range(len(specs))]
+    for (i, p), times in samples.items():
+        seconds[i][p] = _middle_mean(times)
     return seconds
 
 
