@@ -8,8 +8,8 @@ so the M of one class differ by at most 1.5x (2x below 4), and a workload's clas
 about two per octave of M. The edge is also the M the class is timed at (`representative`).
 For the grouped kinds M is the contiguous layout's total rows (timed with the rows spread over
 the groups in 128-row blocks) and the masked layout's expected_m (timed on MASKED_DRAWS
-problems whose rows per group spread evenly over 0.7..1.3 x the edge, a candidate's times
-summed).
+problems whose rows per group spread evenly over 0.7..1.3 x the edge, from light to heavy
+load, a candidate's times summed).
 
 The decision key adds what makes a decision right or stale (`decision_fields`): the cost
 model's candidates for the class (so a change of the model or of DGEMM_AUTOTUNE_TOP_K retunes),
@@ -77,13 +77,16 @@ def contiguous_rows(cls: ShapeClass) -> list:
 
 # The masked layout's expected_m is a hint: the real rows of each group vary around it (and
 # with them the wave count of every tile), so a masked class is timed on MASKED_DRAWS problems
-# whose rows per group spread over 0.7..1.3 x the edge, and each candidate's times are summed:
-# the decision is the best on average over such problems. The groups x draws values are the
-# midpoints of as many equal strata of that spread (mean: the edge); group g takes the g-th
-# run of MASKED_DRAWS of them, one per draw, so every draw holds small and large groups alike.
-# NOTES (session 34, n4): drawn at random from fixed seeds, the values were the same for
-# every class and their mean 1.17 x the edge at one group (1.14 at two, 1.10 at four): masked
-# classes were timed on heavier problems than their expected_m.
+# whose rows per group spread over 0.7..1.3 x the edge, and each candidate's times are summed.
+# The groups x draws values are the midpoints of as many equal strata of that spread (mean:
+# the edge); draw d takes the d-th run of them, from the lightest load to the heaviest, so
+# that a tile which needs one more wave at some load loses on that draw, which the tuner
+# does not accept from a replacement of the heuristic's pick (tuner._best).
+# NOTES (session 34): drawn at random from fixed seeds (n4), the values were the same for
+# every class and averaged 1.17 x the edge at one group (1.14 at two, 1.10 at four); with
+# each draw holding one group of each run (n5, n6) every draw had the same load, and a tile
+# one wave longer at high load won all four (128x160 over 192x128 at 4 x 256, 4096x7168,
+# then 1.29x slower on the benchmark's rows, all above 256).
 MASKED_DRAWS = 4
 MASKED_SPREAD = (0.7, 1.3)
 
@@ -93,7 +96,7 @@ def masked_rows(cls: ShapeClass, draw: int = 0) -> list:
     low, high = MASKED_SPREAD
     strata = cls.num_groups * MASKED_DRAWS
     return [max(1, round(cls.m_bucket * (low + (high - low) * (
-                g * MASKED_DRAWS + (draw + g) % MASKED_DRAWS + 0.5) / strata)))
+                draw * cls.num_groups + g + 0.5) / strata)))
             for g in range(cls.num_groups)]
 
 
