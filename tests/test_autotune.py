@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -204,9 +205,7 @@ def test_a_masked_candidate_that_loses_on_any_draw_does_not_replace_the_heuristi
     assert payload["timings"][1]["seconds"] == pytest.approx(0.85 * (draws - 1) + 1.1)
     # Had candidate 2 lost one draw by 3% too, the heuristic's pick would have stayed.
     forget_process_state()
-    decisions_dir = Path(os.environ["DGEMM_CACHE_DIR"]) / decisions.SUBDIR
-    import shutil
-    shutil.rmtree(decisions_dir)
+    shutil.rmtree(Path(os.environ["DGEMM_CACHE_DIR"]) / decisions.SUBDIR)
     lossy = lambda specs, cls, device: [s[:-1] + [s[-1] * 1.06] if i else s  # noqa: E731
                                         for i, s in enumerate(timer(specs, cls, device))]
     assert choose(lossy, call=masked)[0] == heuristic
