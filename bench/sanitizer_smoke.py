@@ -9,7 +9,8 @@ a pair of a real and a padding block, and a lone last block), 64-row tiles (the 
 up to 128 columns, runs one pipelined chain at every K, two K blocks in flight, session 33; the
 wide one runs one chain at K of 1, 2, 3, 4 and 8 blocks and at 9 and 56 a pair of chains on
 alternate stages, v23, whose partial sums meet in shared memory), K-split pairs (dense calls
-with an even K block count: two CTAs per tile exchanging partial sums), and last 64x64 chains
+with an even K block count: two CTAs per tile exchanging partial sums), 256-row tiles (dense
+only: two 128-row waves per warpgroup, alone and sharing A; session 35), and last 64x64 chains
 with an odd ring (the autotuner's depth candidate, session 34).
 
 racecheck also reports the in-place A-scale loader's cp.async writes against the math
@@ -34,7 +35,7 @@ DENSE_SHAPES = [(1, 576, 128), (65, 2120, 256), (200, 100, 512), (129, 264, 384)
 TILES = [None, (128, 256, 1, True, 1), (192, 128, 1, True, 1), (128, 256, 2, False, 1),
          (128, 192, 2, False, 1), (192, 128, 2, True, 1), (64, 160, 1, True, 1),
          (64, 56, 1, True, 1), (128, 64, 1, False, 2), (128, 96, 1, False, 2),
-         (128, 256, 1, False, 2)]
+         (128, 256, 1, False, 2), (256, 128, 1, True, 1), (256, 96, 2, True, 1)]
 
 
 def dense(m: int, n: int, k: int) -> None:
@@ -96,9 +97,9 @@ def main() -> int:
                 if not k_split or (k // 128) % 2 == 0:      # K-split pairs: even K blocks
                     dense(m, n, k)
             # Clusters sharing B: not the masked layout; 192-row tiles: not the contiguous one;
-            # K-split pairs: the plain GEMM only.
+            # K-split pairs and 256-row tiles: the plain GEMM only.
             shares_b = tile is not None and tile[2] > 1 and not tile[3]
-            if not k_split:
+            if not k_split and (tile is None or tile[0] != 256):
                 grouped(contiguous=tile is None or tile[0] <= 128, masked=not shares_b)
     for m, n, k in DENSE_SHAPES:
         odd_ring(m, n, k)

@@ -466,10 +466,57 @@ def test_the_autotuner_times_the_pick_with_the_deepest_ring():
         if spec.block_m == 64 and spec.num_stages != hopper_fp8.num_stages(64, spec.block_n, 7168):
             assert spec.num_stages % 2 == 0 or not hopper_fp8.runs_pair(
                 64, spec.block_n, 7168, spec.num_stages)
-    # No candidate when the model's ring is already the deepest (128x256 at K = 7168).
+    # No candidate when the model's ring is already the deepest (128x256 at K = 7168); the
+    # fifth is the 256-row tile (next test).
     big = heuristics.candidates("fp8_gemm_nt", 4096, 4096, 7168, count=4)
-    assert hopper_fp8.depth_candidate(big[0]) is None and len(big) == 4
+    assert hopper_fp8.depth_candidate(big[0]) is None and len(big) == 5
+    assert big[4].block_m == 256
     assert heuristics.candidates("fp8_gemm_nt", 128, 4096, 7168, count=0) == []
+
+
+def test_the_autotuner_times_a_256_row_tile_beside_large_m_picks():
+    # 16384x2112x7168: 17 n-blocks of 128 (2176 columns) against 9 of 256 (2304); 64 x 17
+    # tiles are 8 waves and more, so the pair shares A.
+    specs = heuristics.candidates("fp8_gemm_nt", 16384, 2112, 7168, count=4)
+    tall = specs[-1]
+    assert (tall.block_m, tall.block_n, tall.num_tma_multicast, tall.multicast_on_a,
+            tall.k_split) == (256, 128, 2, True, 1)
+    assert tall.num_stages == 3 and hopper_fp8.num_stages(256, 128, 7168) == 3
+    assert hopper_fp8.smem_bytes(tall) <= hopper_fp8.SMEM_CAPACITY
+    assert hopper_fp8.math_threads(256) == 256
+    tall.plan_checks()
+    from dgemm.autotune.tuner import tile_name
+    assert tile_name(tall) == "256x128 x2A"
+    # One wave of them: no cluster (the model's rule for clusters).
+    few = heuristics.candidates("fp8_gemm_nt", 1024, 4096, 7168, count=4)[-1]
+    assert (few.block_m, few.num_tma_multicast) == (256, 1)
+    # Not below TALL_MIN_M rows, not for 64-row picks, not for the grouped layouts.
+    for m in (128, hopper_fp8.TALL_MIN_M - 1):
+        assert all(s.block_m != 256 for s in heuristics.candidates("fp8_gemm_nt", m, 4096, 7168))
+    for kind, groups in (("m_grouped_fp8_gemm_nt_contiguous", 4),
+                         ("m_grouped_fp8_gemm_nt_masked", 4)):
+        assert all(s.block_m != 256 for s in heuristics.candidates(kind, 4096, 4096, 7168,
+                                                                   groups))
+    # The model never picks it.
+    assert all(select("fp8_gemm_nt", m, n, 7168).block_m != 256
+               for m in (512, 4096, 16384) for n in (1536, 2112, 4096, 7168))
+
+
+def test_256_row_tiles_run_the_plain_gemm_only():
+    base = select("fp8_gemm_nt", 4096, 4096, 7168)
+    for block_n in (64, 96, 128):
+        hopper_fp8.with_tile(base, 256, block_n, 2, multicast_on_a=True).plan_checks()
+    for block_n in (48, 80, 112, 136, 256):
+        with pytest.raises(ValueError, match="256-row tile takes block_n in"):
+            hopper_fp8.with_tile(base, 256, block_n)
+    with pytest.raises(ValueError, match="K-split pairs run 128-row tiles"):
+        hopper_fp8.with_tile(base, 256, 128, k_split=2)
+    contiguous = select("m_grouped_fp8_gemm_nt_contiguous", 4096, 4096, 7168, 8)
+    with pytest.raises(ValueError, match="pads each group to 128 rows"):
+        hopper_fp8.with_tile(contiguous, 256, 128).plan_checks()
+    masked = select("m_grouped_fp8_gemm_nt_masked", 256, 4096, 7168, 8)
+    with pytest.raises(ValueError, match="256-row tiles run the plain GEMM only"):
+        hopper_fp8.with_tile(masked, 256, 128).plan_checks()
 
 
 def test_clusters_sharing_b_compile_for_the_contiguous_layout_and_are_refused_for_masked():

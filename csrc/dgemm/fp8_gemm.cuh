@@ -145,8 +145,8 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     // ---- Checks -------------------------------------------------------------------------
     static_assert(BLOCK_K == 128, "one FP8 scale per 128-wide K block: BLOCK_K must be 128");
     static_assert(SHAPE_K % BLOCK_K == 0, "K must be a multiple of 128");
-    static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192,
-                  "WGMMA tiles are 64 rows per warpgroup");
+    static_assert(BLOCK_M == 64 or BLOCK_M == 128 or BLOCK_M == 192 or BLOCK_M == 256,
+                  "WGMMA tiles are 64 rows per warpgroup (two waves of them for 256 rows)");
     static_assert(kNumMathThreads == fp8_gemm_math_threads(BLOCK_M),
                   "two math warpgroups (three for 192-row tiles)");
     static_assert(BLOCK_N % 8 == 0 and BLOCK_N >= 8 and BLOCK_N <= 256, "WGMMA N granularity");
@@ -172,6 +172,17 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr uint32_t WAVE_N = BLOCK_N / kNumNWaves;
     static_assert(kNumNWaves == 1 or BLOCK_M == 128,
                   "256-column tiles: two math warpgroups of 64 rows each");
+    // 256-row tiles likewise run as two 128-row waves per K block: warpgroup w takes rows
+    // 64 w and 128 + 64 w, one temporary accumulator. The plain GEMM only (the grouped
+    // layouts' row masks describe one 64-row block per warpgroup), at most 128 columns.
+    // NOTES: DeepGEMM's large-M tile (256x128 sharing A); the transposed 128x256 took its
+    // cycles, but N quantizes by 128 instead of 256 (bench/NOTES.md session 35).
+    constexpr uint32_t kNumMWaves = BLOCK_M == 256 ? 2 : 1;
+    constexpr uint32_t kMWaveRows = 128;
+    static_assert(kNumMWaves == 1 or (kGemmType == GemmType::Normal and kNumNWaves == 1 and
+                                      kNumKSplit == 1),
+                  "256-row tiles: the plain GEMM, at most 128 columns, no K split");
+    constexpr uint32_t kNumWaves = kNumNWaves * kNumMWaves;
     using WGMMA = WgmmaFp8<WAVE_N>;
     constexpr uint32_t WGMMA_M = 64, WGMMA_K = 32;
     // A cluster of kNumKSplit CTAs may split each tile's K blocks (K-split pairs: CTA rank r
@@ -203,8 +214,9 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
     constexpr bool kStaticSplit = not kUniformScaleB and kNumNWaves == 1 and BLOCK_M >= 128 and
                                   128 / kSplitStep <= 4;
     constexpr uint32_t kNumAccum = WGMMA::kNumAccum;                  // WAVE_N / 2 per thread
-    constexpr uint32_t kNumFinalAccum = kNumAccum * kNumNWaves;        // BLOCK_N / 2
-    constexpr uint32_t kNumEpiAccum = kNumFinalAccum / kNumKSplit;     // EPI_N / 2
+    constexpr uint32_t kNumFinalAccum = kNumAccum * kNumWaves;         // BLOCK_N / 2 per wave
+    // One 64-row block's share (per M wave): EPI_N / 2.
+    constexpr uint32_t kNumEpiAccum = kNumAccum * kNumNWaves / kNumKSplit;
     constexpr uint32_t SMEM_D_PITCH = EpilogueLayout<BLOCK_N>::kPitchBytes;
     constexpr uint32_t SMEM_D_SIZE = BLOCK_M * SMEM_D_PITCH;
     constexpr uint32_t SMEM_A_SIZE_PER_STAGE = BLOCK_M * BLOCK_K;      // fp8: 1 byte each
@@ -781,9 +793,12 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 for (uint32_t k = 0; k < BLOCK_K / WGMMA_K; ++k) {
                     // Advancing 32 bytes along K inside a swizzled row: +2 in 16-byte units.
                     const uint32_t step = k * (WGMMA_K >> 4);
-                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) + step),
+                    const uint32_t a_wave = kNumMWaves > 1 ? w * ((kMWaveRows * BLOCK_K) >> 4) : 0;
+                    const uint32_t b_wave = kNumNWaves > 1 ? w * ((WAVE_N * BLOCK_K) >> 4) : 0;
+                    WGMMA::mma(smem_desc_k128b(desc_a0 + s * (SMEM_A_SIZE_PER_STAGE >> 4) +
+                                               a_wave + step),
                                smem_desc_k128b(desc_b0 + s * (SMEM_B_SIZE_PER_STAGE >> 4) +
-                                               w * ((WAVE_N * BLOCK_K) >> 4) + step),
+                                               b_wave + step),
                                acc, k > 0);
                 }
                 wgmma_commit_group();
@@ -807,18 +822,25 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 full_barriers[s].wait(phase);
                 // Scales are read before the stage is released (the producer refills it) and
                 // before the WGMMAs, which hide their latency.
-                float a0 = ld_shared_f32(sa_addr + s * BLOCK_M * 4);
-                float a1 = ld_shared_f32(sa_addr + (s * BLOCK_M + 8) * 4);
+                // Rows r0 and r0 + 8 of each M wave.
+                float a0[kNumMWaves], a1[kNumMWaves];
                 #pragma unroll
-                for (uint32_t w = 0; w < kNumNWaves; ++w) {
-                    issue(s, w, accum, a0, a1);
+                for (uint32_t w = 0; w < kNumMWaves; ++w) {
+                    a0[w] = ld_shared_f32(sa_addr + (s * BLOCK_M + w * kMWaveRows) * 4);
+                    a1[w] = ld_shared_f32(sa_addr + (s * BLOCK_M + w * kMWaveRows + 8) * 4);
+                }
+                #pragma unroll
+                for (uint32_t w = 0; w < kNumWaves; ++w) {
+                    const uint32_t mw = kNumMWaves > 1 ? w : 0;
+                    issue(s, w, accum, a0[mw], a1[mw]);
                     wgmma_wait_group<0>();
 
                     // Hand the stage back to every CTA whose producer writes into it.
-                    if (w == kNumNWaves - 1 and lane_idx < kNumTMAMulticast)
+                    if (w == kNumWaves - 1 and lane_idx < kNumTMAMulticast)
                         release_stage(empty_barriers + s, lane_idx);
 
-                    promote(split, w, accum, a0 * b_lo, a1 * b_lo, a0 * b_hi, a1 * b_hi);
+                    promote(split, w, accum, a0[mw] * b_lo, a1[mw] * b_lo, a0[mw] * b_hi,
+                            a1[mw] * b_hi);
                 }
             };
 
@@ -1093,26 +1115,38 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                               "stmatrix x4 stages pairs of 8-column groups");
                 constexpr uint32_t kGroups = kTMAStore ? kNumEpiAccum / 4 : 0;
                 const uint32_t row = warp_in_wg * 16 + ((lane_idx / 8) % 2) * 8 + lane_idx % 8;
-                const uint32_t base = smem_addr(wg_smem_d) + row * 128;
                 #pragma unroll
-                for (uint32_t i = 0; i < kGroups; i += 2) {
-                    const uint32_t col_group = i + lane_idx / 16;
-                    stmatrix_x4(base + (col_group / 8) * (WGMMA_M * 128) +
-                                    (((col_group % 8) ^ (row % 8)) * 16),
-                                pack_bf16x2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]),
-                                pack_bf16x2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]),
-                                pack_bf16x2(final_accum[i * 4 + 4], final_accum[i * 4 + 5]),
-                                pack_bf16x2(final_accum[i * 4 + 6], final_accum[i * 4 + 7]));
+                for (uint32_t mw = 0; mw < kNumMWaves; ++mw) {
+                    // An M wave's 64 rows stage 128 rows further down (their own chunks).
+                    const uint32_t base = smem_addr(wg_smem_d + mw * kMWaveRows * SMEM_D_PITCH) +
+                                          row * 128;
+                    const float* acc = final_accum + mw * kNumEpiAccum;
+                    #pragma unroll
+                    for (uint32_t i = 0; i < kGroups; i += 2) {
+                        const uint32_t col_group = i + lane_idx / 16;
+                        stmatrix_x4(base + (col_group / 8) * (WGMMA_M * 128) +
+                                        (((col_group % 8) ^ (row % 8)) * 16),
+                                    pack_bf16x2(acc[i * 4 + 0], acc[i * 4 + 1]),
+                                    pack_bf16x2(acc[i * 4 + 2], acc[i * 4 + 3]),
+                                    pack_bf16x2(acc[i * 4 + 4], acc[i * 4 + 5]),
+                                    pack_bf16x2(acc[i * 4 + 6], acc[i * 4 + 7]));
+                    }
                 }
                 fence_view_async_shared();                // generic writes -> TMA reads
                 named_barrier_sync(barrier_id, 128);
                 if (store_leader) {
                     const int32_t m_row = static_cast<int32_t>(
                         scheduler.global_row(m_block, group) + wg_row0);
+                    // (A wave wholly past M is clipped by the tensor bounds: nothing written.)
                     #pragma unroll
-                    for (uint32_t c = 0; c < EPI_N / 64; ++c)
-                        tma_store_2d(&tma_d, wg_smem_d + c * (WGMMA_M * 128),
-                                     static_cast<int32_t>(epi_n_start + c * 64), m_row);
+                    for (uint32_t mw = 0; mw < kNumMWaves; ++mw) {
+                        #pragma unroll
+                        for (uint32_t c = 0; c < EPI_N / 64; ++c)
+                            tma_store_2d(&tma_d, wg_smem_d + mw * kMWaveRows * SMEM_D_PITCH +
+                                                     c * (WGMMA_M * 128),
+                                         static_cast<int32_t>(epi_n_start + c * 64),
+                                         m_row + static_cast<int32_t>(mw * kMWaveRows));
+                    }
                     tma_store_commit();
                 }
                 release_staging();
@@ -1125,44 +1159,52 @@ fp8_gemm_kernel(uint16_t* d, const float* scales_b, const int32_t* grouped_layou
                 const uint32_t row = warp_in_wg * 16 + lane_idx / 4;
                 const uint32_t col_bytes = (lane_idx % 4) * 4;
                 #pragma unroll
-                for (uint32_t i = 0; i < kNumEpiAccum / 4; ++i) {
-                    uint8_t* p = wg_smem_d + row * SMEM_D_PITCH + i * 16 + col_bytes;
-                    *reinterpret_cast<uint32_t*>(p) =
-                        pack_bf16x2(final_accum[i * 4 + 0], final_accum[i * 4 + 1]);
-                    *reinterpret_cast<uint32_t*>(p + 8 * SMEM_D_PITCH) =
-                        pack_bf16x2(final_accum[i * 4 + 2], final_accum[i * 4 + 3]);
+                for (uint32_t mw = 0; mw < kNumMWaves; ++mw) {
+                    const float* acc = final_accum + mw * kNumEpiAccum;
+                    #pragma unroll
+                    for (uint32_t i = 0; i < kNumEpiAccum / 4; ++i) {
+                        uint8_t* p = wg_smem_d + (mw * kMWaveRows + row) * SMEM_D_PITCH +
+                                     i * 16 + col_bytes;
+                        *reinterpret_cast<uint32_t*>(p) = pack_bf16x2(acc[i * 4 + 0], acc[i * 4 + 1]);
+                        *reinterpret_cast<uint32_t*>(p + 8 * SMEM_D_PITCH) =
+                            pack_bf16x2(acc[i * 4 + 2], acc[i * 4 + 3]);
+                    }
                 }
             }
             named_barrier_sync(barrier_id, 128);
 
-            const uint32_t tile_row0 = wg_row0;
-            const uint64_t d_row0 = scheduler.global_row(m_block, group) + tile_row0;
-            auto row_is_real = [&](uint32_t row) -> bool {       // row < 64 of this warpgroup
-                if constexpr (kGemmType == GemmType::Normal)
-                    return d_row0 + row < shape_m;
-                return ((row < 32 ? rows.x : rows.y) >> (row % 32)) & 1u;
-            };
-            if constexpr (SHAPE_N % 8 == 0) {
-                // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
-                constexpr uint32_t kVecsPerRow = EPI_N / 8;
-                #pragma unroll 4
-                for (uint32_t v = math_thread % 128; v < WGMMA_M * kVecsPerRow; v += 128) {
-                    const uint32_t row = v / kVecsPerRow, col = (v % kVecsPerRow) * 8;
-                    if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
-                        continue;
-                    const uint4 value =
-                        *reinterpret_cast<const uint4*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
-                    *reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + epi_n_start + col) =
-                        value;
-                }
-            } else {
-                #pragma unroll 4
-                for (uint32_t e = math_thread % 128; e < WGMMA_M * EPI_N; e += 128) {
-                    const uint32_t row = e / EPI_N, col = e % EPI_N;
-                    if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
-                        continue;
-                    d[(d_row0 + row) * SHAPE_N + epi_n_start + col] =
-                        *reinterpret_cast<const uint16_t*>(wg_smem_d + row * SMEM_D_PITCH + col * 2);
+            #pragma unroll
+            for (uint32_t mw = 0; mw < kNumMWaves; ++mw) {
+                const uint8_t* wave_smem_d = wg_smem_d + mw * kMWaveRows * SMEM_D_PITCH;
+                const uint64_t d_row0 =
+                    scheduler.global_row(m_block, group) + wg_row0 + mw * kMWaveRows;
+                auto row_is_real = [&](uint32_t row) -> bool {       // row < 64 of this block
+                    if constexpr (kGemmType == GemmType::Normal)
+                        return d_row0 + row < shape_m;
+                    return ((row < 32 ? rows.x : rows.y) >> (row % 32)) & 1u;
+                };
+                if constexpr (SHAPE_N % 8 == 0) {
+                    // 16-byte vectors; N % 8 == 0 keeps every row start 16-byte aligned.
+                    constexpr uint32_t kVecsPerRow = EPI_N / 8;
+                    #pragma unroll 4
+                    for (uint32_t v = math_thread % 128; v < WGMMA_M * kVecsPerRow; v += 128) {
+                        const uint32_t row = v / kVecsPerRow, col = (v % kVecsPerRow) * 8;
+                        if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
+                            continue;
+                        const uint4 value =
+                            *reinterpret_cast<const uint4*>(wave_smem_d + row * SMEM_D_PITCH + col * 2);
+                        *reinterpret_cast<uint4*>(d + (d_row0 + row) * SHAPE_N + epi_n_start + col) =
+                            value;
+                    }
+                } else {
+                    #pragma unroll 4
+                    for (uint32_t e = math_thread % 128; e < WGMMA_M * EPI_N; e += 128) {
+                        const uint32_t row = e / EPI_N, col = e % EPI_N;
+                        if (epi_n_start + col >= SHAPE_N or not row_is_real(row))
+                            continue;
+                        d[(d_row0 + row) * SHAPE_N + epi_n_start + col] =
+                            *reinterpret_cast<const uint16_t*>(wave_smem_d + row * SMEM_D_PITCH + col * 2);
+                    }
                 }
             }
             if constexpr (kNumKSplit > 1) {

@@ -39,8 +39,8 @@ STAGED_TILE_BYTES = 64             # one tile as the loader warp stages it (Stag
 # The plan: threads and shared memory (checked against fp8_gemm.cuh at compile time)
 # ------------------------------------------------------------------------------------------
 def math_threads(block_m: int) -> int:
-    """WGMMA warpgroups: 64 rows each (block_m 128, 192) or two on alternate stages
-    (block_m 64). Header: `fp8_gemm_math_threads`."""
+    """WGMMA warpgroups: 64 rows each (block_m 128, 192), two 64-row waves each (block_m
+    256) or two on alternate stages (block_m 64). Header: `fp8_gemm_math_threads`."""
     return 384 if block_m == 192 else 256
 
 
@@ -108,6 +108,9 @@ def plan_checks(spec: KernelSpec) -> str:
     if spec.gemm_type == "grouped_contiguous" and CONTIGUOUS_ALIGNMENT % spec.block_m:
         raise ValueError(f"the contiguous layout pads each group to {CONTIGUOUS_ALIGNMENT} rows: a "
                          f"{spec.block_m}-row tile would span two groups; use block_m 64 or 128")
+    if spec.block_m == 256 and spec.gemm_type != "normal":
+        raise ValueError(f"256-row tiles run the plain GEMM only; got {spec.gemm_type}: use "
+                         f"block_m 64, 128 or 192")
     if spec.gemm_type == "grouped_masked" and spec.num_tma_multicast > 1 and \
             not spec.multicast_on_a:
         raise ValueError("the masked layout's 2-CTA clusters share A (multicast_on_a=True): a "
@@ -165,6 +168,11 @@ def block_ns(block_m: int) -> tuple:
         # warpgroups (v7 sweep: 192x120 at 0.84x the rate of 192x128).
         return (64, 128)
     narrow = tuple(n for n in range(16, 193, 8) if n + 128 - math.gcd(n, 128) <= 256)
+    if block_m == 256:
+        # Two 128-row waves of at most 128 columns (the registers of a 128x256 tile), with no
+        # per-column B-scale select. NOTES (session 35, o1): 256x112 sharing A ran 0.77..0.86x
+        # DeepGEMM's rate where 256x128 ran 0.96..1.00x.
+        return (64, 96, 128)
     # 256: two 128-column waves per K block through one temporary accumulator.
     return narrow + (256,) if block_m == 128 else narrow
 
@@ -495,15 +503,32 @@ def _tiles(gemm_type: str, n: int, k: int) -> dict:
 def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                count: int) -> list:
     """The cost model's `count` best specs for this call, best (the pick of `select`) first,
-    then what an autotuner should time beside them that the model cannot rank: the pick with
-    the deepest ring (`depth_candidate`) and the K-split pair (`k_split_candidate`)."""
-    specs = [_spec(gemm_type, n, k, num_groups, num_sms, *tile)
-             for tile in ranked_tiles(gemm_type, m, n, k, num_groups, num_sms)[:count]]
+    one per tile shape while there are more shapes (`distinct_shapes_first`), then what an
+    autotuner should time beside them that the model cannot rank: the pick with the deepest
+    ring (`depth_candidate`), the 256-row tile (`tall_candidate`) and the K-split pair
+    (`k_split_candidate`)."""
+    ranked = distinct_shapes_first(ranked_tiles(gemm_type, m, n, k, num_groups, num_sms))
+    specs = [_spec(gemm_type, n, k, num_groups, num_sms, *tile) for tile in ranked[:count]]
     if count > 0 and specs:
         deeper = depth_candidate(specs[0])
         specs += [deeper] if deeper is not None else []
+        tall = tall_candidate(specs[0], m)
+        specs += [tall] if tall is not None and tall not in specs else []
     pair = k_split_candidate(gemm_type, m, n, k, num_sms)
     return specs + [pair] if pair is not None and count > 0 else specs
+
+
+def distinct_shapes_first(ranked: list) -> list:
+    """`ranked` tiles (block_m, block_n, multicast), the best-ranked of each tile shape first
+    (in rank order), then the others. NOTES (session 35): the model's top four at large M were
+    often two shapes with and without a cluster, whose times differ by noise (n4: 0.6..2%),
+    while 128x192 sharing B, ranked fifth or sixth, ran 1.087x DeepGEMM's rate at
+    16384x2112x7168 against the pick's 0.987 (o1)."""
+    seen, first, rest = set(), [], []
+    for tile in ranked:
+        (rest if tile[:2] in seen else first).append(tile)
+        seen.add(tile[:2])
+    return first + rest
 
 
 def depth_candidate(spec: KernelSpec):
@@ -519,6 +544,36 @@ def depth_candidate(spec: KernelSpec):
     if deepest <= spec.num_stages:
         return None
     return KernelSpec(**dict(vars(spec), num_stages=deepest))
+
+
+# Rows from which the plain GEMM's 256-row tile is worth timing: two of its m-blocks at least.
+TALL_MIN_M = 512
+
+
+def tall_candidate(pick: KernelSpec, m: int):
+    """The plain GEMM's 256-row tile to time beside a 128- or 192-row pick at M >= TALL_MIN_M,
+    or None: the width (64..128) with the fewest waves x per-tile cycles (the 128-row per-K-
+    block fit, twice; columns past N count), in 2-CTA clusters sharing A from two waves of
+    them. Only timed, never picked by the model, which has no fit for it. NOTES (session 35):
+    DeepGEMM's large-M tile; its N quantizes by 128 where 128x256's does by 256."""
+    if pick.gemm_type != "normal" or pick.block_m < 128 or m < TALL_MIN_M:
+        return None
+    k_blocks = ceil_div(pick.k, BLOCK_K)
+    best = None
+    for block_n in block_ns(256):
+        if not num_stages(256, block_n, pick.k):
+            continue
+        tiles = ceil_div(m, 256) * ceil_div(pick.n, block_n)
+        cycles = ceil_div(tiles, pick.num_sms) * 2 * k_blocks * max(420, 247 + 3.9 * block_n)
+        if BLOCK_K % block_n:
+            cycles *= 1.10                  # per-column B-scale selects (tile_cycles)
+        if best is None or cycles < best[0]:
+            best = (cycles, block_n, tiles)
+    if best is None:
+        return None
+    _, block_n, tiles = best
+    multicast = 2 if tiles >= 2 * pick.num_sms and multicast_fits(256, block_n, 2) else 1
+    return _spec(pick.gemm_type, pick.n, pick.k, 1, pick.num_sms, 256, block_n, multicast)
 
 
 # K blocks from which a K-split pair is worth timing: its exchange and cluster cost ~1.4 us
@@ -568,13 +623,16 @@ def _spec(gemm_type: str, n: int, k: int, num_groups: int, num_sms: int, block_m
                       num_sms=num_sms, arch="sm_90a", k_split=k_split)
 
 
+BLOCK_MS = (64, 128, 192, 256)      # tile heights the kernel runs (256: the plain GEMM only)
+
+
 def check_tile(block_m: int, block_n: int, num_tma_multicast: int = 1, k_split: int = 1) -> None:
     """ValueError unless the kernel can run a (block_m x block_n) tile in clusters of
     `num_tma_multicast` (or in K-split pairs: `k_split` 2)."""
-    if block_m not in (64, 128, 192) or block_n not in block_ns(block_m):
+    if block_m not in BLOCK_MS or block_n not in block_ns(block_m):
         raise ValueError(f"{block_m}x{block_n} is not a tile of the {NAME} kernel: block_m is "
-                         f"64, 128 or 192 and a {block_m}-row tile takes block_n in "
-                         f"{block_ns(block_m) if block_m in (64, 128, 192) else '()'}")
+                         f"64, 128, 192 or 256 and a {block_m}-row tile takes block_n in "
+                         f"{block_ns(block_m) if block_m in BLOCK_MS else '()'}")
     if num_tma_multicast not in (1, 2):
         raise ValueError(f"num_tma_multicast must be 1 or 2 (CTAs per cluster); got "
                          f"{num_tma_multicast!r}")

@@ -187,6 +187,36 @@ def test_forced_tile_dense(block_m, block_n, m, n, k):
     assert diff < DIFF_BAR, f"{block_m}x{block_n} on {m}x{n}x{k}: calc_diff {diff:.2e}"
 
 
+# 256-row tiles (the plain GEMM only): two 128-row waves per warpgroup; 96 columns straddle
+# B-scale blocks (a compile-time split) and store without TMA. M = 300 and 129 leave the second
+# wave of the last m-block wholly past M.
+@pytest.mark.parametrize("block_n", [64, 96, 128], ids=lambda v: f"256x{v}")
+@pytest.mark.parametrize("m,n,k", [(4097, 2112, 1024), (129, 1000, 128), (65, 100, 1152),
+                                   (300, 2112, 7168), (2048, 4096, 4096)])
+def test_forced_256_row_tiles_dense(block_n, m, n, k):
+    case = random_dense(m, n, k)
+    d = poisoned(m, n)
+    with heuristics.forced_tile(256, block_n):
+        dgemm.fp8_gemm_nt(case.a, case.b, d)
+    assert unwritten_count(d) == 0
+    diff = dgemm.calc_diff(d, case.ref)
+    assert diff < DIFF_BAR, f"256x{block_n} on {m}x{n}x{k}: calc_diff {diff:.2e}"
+
+
+def test_256_row_tiles_sharing_a_survive_many_calls_bitwise():
+    # Many tiles per CTA (4096x4096: 16 x 32 tiles over 66 clusters), a ring that rotates
+    # (56 K blocks, 3 stages): every call must give the first call's bits.
+    case = random_dense(4096, 4096, 7168)
+    with heuristics.forced_tile(256, 128, num_tma_multicast=2, multicast_on_a=True):
+        first = dgemm.fp8_gemm_nt(case.a, case.b)
+        assert dgemm.calc_diff(first, case.ref) < DIFF_BAR
+        d = torch.empty_like(first)
+        for _ in range(100):
+            dgemm.fp8_gemm_nt(case.a, case.b, d)
+        torch.cuda.synchronize()
+    assert torch.equal(d, first)
+
+
 @pytest.mark.parametrize("block_m,block_n", [t for t in FORCED_TILES if t[0] != 192],
                          ids=lambda v: str(v))
 def test_forced_tile_contiguous(block_m, block_n):
@@ -207,7 +237,7 @@ def test_forced_tile_masked(block_m, block_n):
 # Odd m-block / n-block counts leave the second CTA of the last cluster a tile past M or N: it
 # computes on zeros and must store nothing.
 CLUSTER_TILES = [(128, 256, True), (128, 256, False), (192, 128, True), (192, 128, False),
-                 (128, 128, False), (64, 112, True)]
+                 (128, 128, False), (64, 112, True), (256, 128, True), (256, 96, True)]
 
 
 @pytest.mark.parametrize("block_m,block_n,on_a", CLUSTER_TILES,
@@ -382,8 +412,8 @@ def test_64_row_chains_with_an_odd_ring_survive_many_calls(block_n, stages, k):
 # ---- The last m-block loads only its real rows of A (bench/NOTES.md v24) -----------------------
 # The rest of that A stage keeps whatever the last load left there (here: NaN rows of a call of
 # the same kernel on more rows); rows below M must come out bitwise as with zero fill.
-@pytest.mark.parametrize("block_m,block_n", [(64, 64), (128, 96), (64, 144), (192, 128)],
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("block_m,block_n", [(64, 64), (128, 96), (64, 144), (192, 128),
+                                             (256, 128)], ids=lambda v: str(v))
 def test_rows_past_m_in_the_last_m_block_never_reach_rows_below_m(block_m, block_n):
     case = random_dense(2 * block_m, 2112, 1024)
     a, sa = case.a
