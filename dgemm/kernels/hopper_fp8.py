@@ -552,9 +552,9 @@ TALL_MIN_M = 512
 
 def tall_candidate(pick: KernelSpec, m: int):
     """The plain GEMM's 256-row tile to time beside a 128- or 192-row pick at M >= TALL_MIN_M,
-    or None: the width (64..128) with the fewest waves x per-tile cycles (the 128-row per-K-
-    block fit, twice; columns past N count), in 2-CTA clusters sharing A from two waves of
-    them. Only timed, never picked by the model, which has no fit for it. NOTES (session 35):
+    or None: the width (`block_ns(256)`) with the fewest waves x per-tile cycles (the 128-row
+    per-K-block fit, twice; a partial last n-block counts whole), in 2-CTA clusters sharing A
+    from two waves of them. Only timed, never picked by the model, which has no fit for it. NOTES (session 35):
     DeepGEMM's large-M tile; its N quantizes by 128 where 128x256's does by 256."""
     if pick.gemm_type != "normal" or pick.block_m < 128 or m < TALL_MIN_M:
         return None
@@ -566,7 +566,9 @@ def tall_candidate(pick: KernelSpec, m: int):
         tiles = ceil_div(m, 256) * ceil_div(pick.n, block_n)
         cycles = ceil_div(tiles, pick.num_sms) * 2 * k_blocks * max(420, 247 + 3.9 * block_n)
         if BLOCK_K % block_n:
-            cycles *= 1.10                  # per-column B-scale selects (tile_cycles)
+            # Straddles two B-scale blocks on most tiles: x1.10 as tile_cycles' selects (96 is
+            # compiled per split point; unmeasured for speed, 112 lost 15..23% in o1).
+            cycles *= 1.10
         if best is None or cycles < best[0]:
             best = (cycles, block_n, tiles)
     if best is None:
