@@ -513,7 +513,7 @@ def candidates(gemm_type: str, m: int, n: int, k: int, num_groups: int, num_sms:
         deeper = depth_candidate(specs[0])
         specs += [deeper] if deeper is not None else []
         tall = tall_candidate(specs[0], m)
-        specs += [tall] if tall is not None and tall not in specs else []
+        specs += [tall] if tall is not None else []          # never among the ranked tiles
     pair = k_split_candidate(gemm_type, m, n, k, num_sms)
     return specs + [pair] if pair is not None and count > 0 else specs
 
