@@ -3,13 +3,15 @@ a kernel change that the H200's power cap does not blur (compare_tiles times the
 in seconds, where the clock under load moves ratios by 1..3% from round to round).
 
     python -m bench.kernel_cycles --shape 4096,4096,7168 --config heuristic \
-        --config 128x256x4/mc1 [--groups G] [--launches 3] [--json out.json]
+        --config 128x256x4/mc1 [--groups G] [--launches 3] [--metric NAME ...] [--json out.json]
 
 Configs are compare_tiles' (BMxBN[xSTAGES][/mc2a|/mc2b|/ks2][@CSRC_DIR] or `heuristic`). The
 command runs itself again under `ncu --clock-control none` (caches flushed before each profiled
 launch, ncu's default) and reads `gpc__cycles_elapsed.max` of each launch of dgemm's and
 DeepGEMM's kernels; per config the median over `--launches` launches, and its ratio to
-DeepGEMM's (below 1: fewer cycles). Cycles are not time: a kernel that draws more power runs
+DeepGEMM's (below 1: fewer cycles). `--metric` adds other ncu metrics (e.g. dram__bytes_read.sum,
+lts__t_sector_hit_rate.pct, smsp__inst_executed.sum), each printed as its median and its ratio
+to DeepGEMM's. Cycles are not time: a kernel that draws more power runs
 at a lower clock, and memory latency costs more cycles at a higher one.
 """
 from __future__ import annotations
@@ -63,14 +65,18 @@ def _shape(text: str) -> str:
     return text
 
 
-def _ncu_rows(log: str) -> list:
-    """(kernel name, cycles) of each profiled launch, in launch order, from ncu's CSV."""
+def _ncu_rows(log: str, metrics=(METRIC,)) -> list:
+    """(kernel name, {metric: value}) of each profiled launch, in launch order, from ncu's
+    CSV (one row per launch and metric)."""
     start = log.find('"ID"')
     if start < 0:
         raise RuntimeError("kernel_cycles: ncu printed no results:\n" + log[-2000:])
-    rows = [r for r in csv.DictReader(io.StringIO(log[start:])) if r.get("Metric Name") == METRIC]
-    rows.sort(key=lambda r: int(r["ID"]))
-    return [(r["Kernel Name"], float(r["Metric Value"].replace(",", ""))) for r in rows]
+    launches = {}
+    for r in csv.DictReader(io.StringIO(log[start:])):
+        if r.get("Metric Name") in metrics:
+            name, values = launches.setdefault(int(r["ID"]), (r["Kernel Name"], {}))
+            values[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+    return [launches[i] for i in sorted(launches)]
 
 
 def main(argv=None) -> int:
@@ -82,8 +88,11 @@ def main(argv=None) -> int:
     parser.add_argument("--groups", type=int, default=0,
                         help="the contiguous MoE layout: G groups of M rows each")
     parser.add_argument("--launches", type=int, default=3, help="profiled launches per config")
+    parser.add_argument("--metric", action="append", default=[],
+                        help="another ncu metric to read beside the cycles (repeatable)")
     parser.add_argument("--json", type=pathlib.Path)
     args = parser.parse_args(argv)
+    metrics = [METRIC] + [m for m in args.metric if m != METRIC]
     if os.environ.get(_CHILD):
         _profiled_run(pathlib.Path(os.environ[_CHILD]), args)
         return 0
@@ -97,7 +106,7 @@ def main(argv=None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         labels_path, log_path = pathlib.Path(tmp, "labels.json"), pathlib.Path(tmp, "ncu.csv")
-        cmd = [ncu, "--clock-control", "none", "--kernel-name", KERNELS, "--metrics", METRIC,
+        cmd = [ncu, "--clock-control", "none", "--kernel-name", KERNELS, "--metrics", ",".join(metrics),
                "--csv", "--print-units", "base", "--log-file", str(log_path), sys.executable,
                "-m", "bench.kernel_cycles", *(argv if argv is not None else sys.argv[1:])]
         proc = subprocess.run(cmd, env=dict(os.environ, **{_CHILD: str(labels_path)}))
@@ -107,7 +116,7 @@ def main(argv=None) -> int:
             return 1
         labels = json.loads(labels_path.read_text())
         try:
-            launches = _ncu_rows(log_path.read_text())
+            launches = _ncu_rows(log_path.read_text(), metrics)
         except RuntimeError as err:
             print(err, file=sys.stderr)
             return 1
@@ -120,12 +129,15 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     results = {}
-    for label, (kernel, cycles) in zip(labels, launches):
+    for label, (kernel, values) in zip(labels, launches):
         if label.get("warm"):
             continue
         key = (tuple(label["shape"]), label["name"])
-        results.setdefault(key, {"kernel": kernel, "diff": label["diff"], "cycles": []})
-        results[key]["cycles"].append(cycles)
+        r = results.setdefault(key, {"kernel": kernel, "diff": label["diff"], "cycles": [],
+                                     "metrics": {m: [] for m in metrics[1:]}})
+        r["cycles"].append(values.get(METRIC, float("nan")))
+        for m in metrics[1:]:
+            r["metrics"][m].append(values.get(m, float("nan")))
     out = []
     for shape in dict.fromkeys(s for s, _ in results):
         print(f"\n{f'{args.groups} x ' if args.groups else ''}{'x'.join(map(str, shape))}")
@@ -137,6 +149,11 @@ def main(argv=None) -> int:
             ratio = r["median"] / statistics.median(deep["cycles"]) if deep else float("nan")
             print(f"  {name:<40} {r['median']:>12,.0f} cycles  x DeepGEMM {ratio:.3f}  "
                   f"[{min(r['cycles']):,.0f}..{max(r['cycles']):,.0f}]  diff {r['diff']:.1e}")
+            r["metric_medians"] = {m: statistics.median(v) for m, v in r["metrics"].items()}
+            for m, value in r["metric_medians"].items():
+                base = statistics.median(deep["metrics"][m]) if deep else float("nan")
+                print(f"      {m:<60} {value:>16,.2f}  x DeepGEMM {value / base:.3f}"
+                      if base else f"      {m:<60} {value:>16,.2f}")
             out.append({"shape": list(shape), "name": name, **r, "vs_deepgemm": ratio})
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

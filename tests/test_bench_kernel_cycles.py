@@ -18,8 +18,21 @@ def test_rows_come_back_in_launch_order_with_thousands_separators_read():
            _row(1, "fp8_gemm_kernel<...>", kernel_cycles.METRIC, "271,979") +
            _row(0, "sm90_fp8_gemm_1d2d_impl<...>", kernel_cycles.METRIC, "266719") +
            _row(1, "fp8_gemm_kernel<...>", "sm__cycles_active.avg", "1"))
-    assert kernel_cycles._ncu_rows(log) == [("sm90_fp8_gemm_1d2d_impl<...>", 266719.0),
-                                            ("fp8_gemm_kernel<...>", 271979.0)]
+    assert kernel_cycles._ncu_rows(log) == [
+        ("sm90_fp8_gemm_1d2d_impl<...>", {kernel_cycles.METRIC: 266719.0}),
+        ("fp8_gemm_kernel<...>", {kernel_cycles.METRIC: 271979.0})]
+
+
+def test_extra_metrics_are_read_per_launch():
+    dram = "dram__bytes_read.sum"
+    log = (HEADER + _row(0, "fp8_gemm_kernel<...>", kernel_cycles.METRIC, "100") +
+           _row(0, "fp8_gemm_kernel<...>", dram, "1,024") +
+           _row(1, "sm90_fp8_gemm_1d2d_impl<...>", dram, "2048") +
+           _row(1, "sm90_fp8_gemm_1d2d_impl<...>", kernel_cycles.METRIC, "90") +
+           _row(1, "sm90_fp8_gemm_1d2d_impl<...>", "not.asked", "5"))
+    assert kernel_cycles._ncu_rows(log, (kernel_cycles.METRIC, dram)) == [
+        ("fp8_gemm_kernel<...>", {kernel_cycles.METRIC: 100.0, dram: 1024.0}),
+        ("sm90_fp8_gemm_1d2d_impl<...>", {kernel_cycles.METRIC: 90.0, dram: 2048.0})]
 
 
 def test_a_log_without_results_is_a_clear_error():
