@@ -78,8 +78,7 @@ fp8_wgrad_portable_kernel(const uint8_t* a, const float* scales_a, const uint8_t
     uint8_t* smem_a = smem_buffer;
     uint8_t* smem_b = smem_buffer + kNumStages * SMEM_A_SIZE_PER_STAGE;
 
-    // Chunk c of row r sits at chunk c ^ ((r & 1) * 4), as in the portable forward kernel.
-    const auto swizzled_chunk = [](uint32_t r, uint32_t ch) { return ch ^ ((r & 1u) << 2); };
+    // Rows of A and B into the stage in the swizzled_chunk layout (portable_utils.cuh).
     const auto load_stage = [&](uint32_t k_block, uint32_t stage) {
         const uint32_t smem_a_stage = smem_address(smem_a + stage * SMEM_A_SIZE_PER_STAGE);
         const uint32_t smem_b_stage = smem_address(smem_b + stage * SMEM_B_SIZE_PER_STAGE);
@@ -153,58 +152,11 @@ fp8_wgrad_portable_kernel(const uint8_t* a, const float* scales_a, const uint8_t
                                          static_cast<uint64_t>(k_block) * kScalesBStride];
         __syncthreads();
 
-        float accum[kNumMmaM][kNumMmaN][4];
-        #pragma unroll
-        for (uint32_t i = 0; i < kNumMmaM; ++i)
-            #pragma unroll
-            for (uint32_t j = 0; j < kNumMmaN; ++j)
-                #pragma unroll
-                for (uint32_t e = 0; e < 4; ++e)
-                    accum[i][j][e] = 0.0f;
-
-        // Any order of K inside a block gives the same dot product as long as A and B agree
-        // (the forward portable kernel's fragment mapping, reused).
         const uint32_t smem_a_stage = smem_address(smem_a + stage * SMEM_A_SIZE_PER_STAGE);
         const uint32_t smem_b_stage = smem_address(smem_b + stage * SMEM_B_SIZE_PER_STAGE);
-        #pragma unroll 1
-        for (uint32_t half = 0; half < 2; ++half) {
-            const uint32_t chunk = half * 4 + col_in_quad;
-            Bytes16 a_bytes[kNumMmaM][2], b_bytes[kNumMmaN];
-            #pragma unroll
-            for (uint32_t i = 0; i < kNumMmaM; ++i)
-                #pragma unroll
-                for (uint32_t h = 0; h < 2; ++h) {
-                    const uint32_t r = tile_rows[i][h];
-                    a_bytes[i][h] = ld_shared_16(smem_a_stage + r * BLOCK_K +
-                                                 swizzled_chunk(r, chunk) * 16);
-                }
-            #pragma unroll
-            for (uint32_t j = 0; j < kNumMmaN; ++j) {
-                const uint32_t r = warp_n_idx * WARP_N + j * 8 + row_in_quad;
-                b_bytes[j] = ld_shared_16(smem_b_stage + r * BLOCK_K +
-                                          swizzled_chunk(r, chunk) * 16);
-            }
-            #pragma unroll
-            for (uint32_t s = 0; s < 4; ++s) {
-                uint32_t b_frag[kNumMmaN][2];
-                #pragma unroll
-                for (uint32_t j = 0; j < kNumMmaN; ++j) {
-                    b_frag[j][0] = e4m3x2_to_bf16x2(b_bytes[j].w[s]);
-                    b_frag[j][1] = e4m3x2_to_bf16x2(b_bytes[j].w[s] >> 16);
-                }
-                #pragma unroll
-                for (uint32_t i = 0; i < kNumMmaM; ++i) {
-                    const uint32_t a_frag[4] = {
-                        e4m3x2_to_bf16x2(a_bytes[i][0].w[s]),
-                        e4m3x2_to_bf16x2(a_bytes[i][1].w[s]),
-                        e4m3x2_to_bf16x2(a_bytes[i][0].w[s] >> 16),
-                        e4m3x2_to_bf16x2(a_bytes[i][1].w[s] >> 16)};
-                    #pragma unroll
-                    for (uint32_t j = 0; j < kNumMmaN; ++j)
-                        mma_bf16_16816(accum[i][j], a_frag, b_frag[j]);
-                }
-            }
-        }
+        float accum[kNumMmaM][kNumMmaN][4];
+        mma_k_block<BLOCK_K>(accum, smem_a_stage, smem_b_stage, tile_rows, warp_n_idx * WARP_N,
+                             row_in_quad, col_in_quad);
 
         // Promote: the row's A scale times the column's B scale (both per K block).
         #pragma unroll

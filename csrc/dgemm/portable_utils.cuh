@@ -88,4 +88,71 @@ __device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const uint32_t (
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The stage layout of the portable kernels: chunk c (16 bytes) of row r of a 128-byte K block
+// sits at chunk c ^ ((r & 1) * 4). NOTES: the fragment reads of `mma_k_block` (8 lanes = 2 rows
+// x 4 chunks per phase) then hit all 32 banks once.
+__device__ __forceinline__ uint32_t swizzled_chunk(uint32_t r, uint32_t c) {
+    return c ^ ((r & 1u) << 2);
+}
+
+// One 128-byte K block of a shared-memory stage (fp8 rows of BLOCK_K bytes in the
+// swizzled_chunk layout) into `accum` (zeroed first) as bf16 m16n8k16 MMAs: A rows
+// `tile_rows`, B rows `b_row0 + 8 j + row_in_quad`.
+// NOTES: the order of K inside a block does not change the dot product as long as A and B
+// agree, so lane (., q) reads 16 contiguous bytes (chunk 4 * half + q) of each of its rows and
+// feeds byte pairs (4s, 4s+1) and (4s+2, 4s+3) of word s to the fragment slots for k = 2q +
+// {0, 1} and k = 2q + 8 + {0, 1} of MMA step s, in A and B alike.
+template <uint32_t BLOCK_K, uint32_t kNumMmaM, uint32_t kNumMmaN>
+__device__ __forceinline__ void mma_k_block(float (&accum)[kNumMmaM][kNumMmaN][4],
+                                            uint32_t smem_a_stage, uint32_t smem_b_stage,
+                                            const uint32_t (&tile_rows)[kNumMmaM][2],
+                                            uint32_t b_row0, uint32_t row_in_quad,
+                                            uint32_t col_in_quad) {
+    #pragma unroll
+    for (uint32_t i = 0; i < kNumMmaM; ++i)
+        #pragma unroll
+        for (uint32_t j = 0; j < kNumMmaN; ++j)
+            #pragma unroll
+            for (uint32_t e = 0; e < 4; ++e)
+                accum[i][j][e] = 0.0f;
+    #pragma unroll 1
+    for (uint32_t half = 0; half < 2; ++half) {
+        const uint32_t chunk = half * 4 + col_in_quad;
+        Bytes16 a_bytes[kNumMmaM][2], b_bytes[kNumMmaN];
+        #pragma unroll
+        for (uint32_t i = 0; i < kNumMmaM; ++i)
+            #pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) {
+                const uint32_t r = tile_rows[i][h];
+                a_bytes[i][h] = ld_shared_16(smem_a_stage + r * BLOCK_K +
+                                             swizzled_chunk(r, chunk) * 16);
+            }
+        #pragma unroll
+        for (uint32_t j = 0; j < kNumMmaN; ++j) {
+            const uint32_t r = b_row0 + j * 8 + row_in_quad;
+            b_bytes[j] = ld_shared_16(smem_b_stage + r * BLOCK_K + swizzled_chunk(r, chunk) * 16);
+        }
+        #pragma unroll
+        for (uint32_t s = 0; s < 4; ++s) {
+            uint32_t b_frag[kNumMmaN][2];
+            #pragma unroll
+            for (uint32_t j = 0; j < kNumMmaN; ++j) {
+                b_frag[j][0] = e4m3x2_to_bf16x2(b_bytes[j].w[s]);
+                b_frag[j][1] = e4m3x2_to_bf16x2(b_bytes[j].w[s] >> 16);
+            }
+            #pragma unroll
+            for (uint32_t i = 0; i < kNumMmaM; ++i) {
+                const uint32_t a_frag[4] = {
+                    e4m3x2_to_bf16x2(a_bytes[i][0].w[s]),
+                    e4m3x2_to_bf16x2(a_bytes[i][1].w[s]),
+                    e4m3x2_to_bf16x2(a_bytes[i][0].w[s] >> 16),
+                    e4m3x2_to_bf16x2(a_bytes[i][1].w[s] >> 16)};
+                #pragma unroll
+                for (uint32_t j = 0; j < kNumMmaN; ++j)
+                    mma_bf16_16816(accum[i][j], a_frag, b_frag[j]);
+            }
+        }
+    }
+}
+
 }  // namespace dgemm::portable
