@@ -9,10 +9,10 @@ Configs are compare_tiles' (BMxBN[xSTAGES][/mc2a|/mc2b|/ks2][@CSRC_DIR] or `heur
 command runs itself again under `ncu --clock-control none` (caches flushed before each profiled
 launch, ncu's default) and reads `gpc__cycles_elapsed.max` of each launch of dgemm's and
 DeepGEMM's kernels; per config the median over `--launches` launches, and its ratio to
-DeepGEMM's (below 1: fewer cycles). `--metric` adds other ncu metrics (e.g. dram__bytes_read.sum,
-lts__t_sector_hit_rate.pct, smsp__inst_executed.sum), each printed as its median and its ratio
-to DeepGEMM's. Cycles are not time: a kernel that draws more power runs
-at a lower clock, and memory latency costs more cycles at a higher one.
+DeepGEMM's (below 1: fewer cycles). `--metric` adds other ncu metrics (e.g.
+dram__bytes_read.sum, lts__t_sector_hit_rate.pct, smsp__inst_executed.sum), each printed as its
+median and its ratio to DeepGEMM's. Cycles are not time: a kernel that draws more power runs at
+a lower clock, and memory latency costs more cycles at a higher one.
 """
 from __future__ import annotations
 
@@ -106,9 +106,10 @@ def main(argv=None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         labels_path, log_path = pathlib.Path(tmp, "labels.json"), pathlib.Path(tmp, "ncu.csv")
-        cmd = [ncu, "--clock-control", "none", "--kernel-name", KERNELS, "--metrics", ",".join(metrics),
-               "--csv", "--print-units", "base", "--log-file", str(log_path), sys.executable,
-               "-m", "bench.kernel_cycles", *(argv if argv is not None else sys.argv[1:])]
+        cmd = [ncu, "--clock-control", "none", "--kernel-name", KERNELS,
+               "--metrics", ",".join(metrics), "--csv", "--print-units", "base",
+               "--log-file", str(log_path), sys.executable, "-m", "bench.kernel_cycles",
+               *(argv if argv is not None else sys.argv[1:])]
         proc = subprocess.run(cmd, env=dict(os.environ, **{_CHILD: str(labels_path)}))
         if proc.returncode or not labels_path.exists():
             print(f"kernel_cycles: the profiled run failed (rc {proc.returncode})",
