@@ -183,6 +183,12 @@ def block_ns(block_m: int) -> tuple:
 WIDE_TILE_MIN_K_BLOCKS = 6
 
 
+def narrow_k_block_cycles(block_n: int) -> float:
+    """SM cycles of one K block of a 128-row tile up to 128 columns (the fit in `tile_cycles`'
+    NOTES: ~247 + 3.9 * block_n, never below ~420)."""
+    return max(420, 247 + 3.9 * block_n)
+
+
 def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
                 full_wave: bool = True) -> float:
     """SM cycles for one output tile: K blocks x cycles per K block + per-tile cost, fitted to
@@ -219,7 +225,8 @@ def tile_cycles(block_m: int, block_n: int, k: int, multicast: int = 1,
             # at K >= 1536 but lost 5..22% at K = 512, where the per-tile cost rules
             # (bench/NOTES.md d5, d6).
             per_column = 5.75 if k_blocks >= WIDE_TILE_MIN_K_BLOCKS else 6.25
-            k_block = max(420, 247 + 3.9 * block_n) if block_n <= 128 else per_column * block_n
+            k_block = (narrow_k_block_cycles(block_n) if block_n <= 128
+                       else per_column * block_n)
             if 96 < block_n < 128:
                 # Straddles two B-scale blocks on most tiles (per-column scale select). NOTES:
                 # masked 7168x2048 at 128x112 ran 0.83x the rate of 128x128 (v12 sweep).
@@ -552,10 +559,11 @@ TALL_MIN_M = 512
 
 def tall_candidate(pick: KernelSpec, m: int):
     """The plain GEMM's 256-row tile to time beside a 128- or 192-row pick at M >= TALL_MIN_M,
-    or None: the width (`block_ns(256)`) with the fewest waves x per-tile cycles (the 128-row
-    per-K-block fit, twice; a partial last n-block counts whole), in 2-CTA clusters sharing A
-    from two waves of them. Only timed, never picked by the model, which has no fit for it. NOTES (session 35):
-    DeepGEMM's large-M tile; its N quantizes by 128 where 128x256's does by 256."""
+    or None: the width (`block_ns(256)`) with the fewest waves x per-tile cycles
+    (`narrow_k_block_cycles`, twice; a partial last n-block counts whole), in 2-CTA clusters
+    sharing A from two waves of them. Only timed, never picked by the model, which has no fit
+    for it. NOTES (session 35): DeepGEMM's large-M tile; its N quantizes by 128 where
+    128x256's does by 256."""
     if pick.gemm_type != "normal" or pick.block_m < 128 or m < TALL_MIN_M:
         return None
     k_blocks = ceil_div(pick.k, BLOCK_K)
@@ -564,7 +572,7 @@ def tall_candidate(pick: KernelSpec, m: int):
         if not num_stages(256, block_n, pick.k):
             continue
         tiles = ceil_div(m, 256) * ceil_div(pick.n, block_n)
-        cycles = ceil_div(tiles, pick.num_sms) * 2 * k_blocks * max(420, 247 + 3.9 * block_n)
+        cycles = ceil_div(tiles, pick.num_sms) * 2 * k_blocks * narrow_k_block_cycles(block_n)
         if BLOCK_K % block_n:
             # Straddles two B-scale blocks on most tiles: x1.10 as tile_cycles' selects (96 is
             # compiled per split point; unmeasured for speed, 112 lost 15..23% in o1).
